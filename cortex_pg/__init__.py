@@ -1,0 +1,32 @@
+"""cortex-pg: long-term memory for AI agents in which PostgreSQL does the work.
+
+Public names only; see :class:`MemoryStore` for the repository API.
+"""
+
+from cortex_pg.errors import (
+    ConflictError,
+    CortexPGError,
+    DatabaseError,
+    EmbeddingDimensionError,
+    EmbeddingModelError,
+    ImmutableFieldError,
+    NotFoundError,
+    SchemaError,
+    ServerError,
+    ValidationError,
+)
+
+__all__ = [
+    "ConflictError",
+    "CortexPGError",
+    "DatabaseError",
+    "EmbeddingDimensionError",
+    "EmbeddingModelError",
+    "ImmutableFieldError",
+    "NotFoundError",
+    "SchemaError",
+    "ServerError",
+    "ValidationError",
+]
+
+__version__ = "0.1.0"

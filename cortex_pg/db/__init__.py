@@ -1,0 +1,1 @@
+"""Database layer: ORM models, engine creation, the embedded server and Alembic helpers."""

@@ -1,0 +1,66 @@
+"""Alembic helpers used by the store, the CLI and the tests."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, Engine, text
+
+from cortex_pg.config import SCHEMA
+
+
+def alembic_config(connection: Connection | None = None) -> Config:
+    """An Alembic config pointing at the packaged migrations (works after ``pip install``)."""
+    cfg = Config()
+    cfg.set_main_option("script_location", "cortex_pg:migrations")
+    if connection is not None:
+        cfg.attributes["connection"] = connection
+    return cfg
+
+
+def head_revision() -> str:
+    """The newest revision the installed package knows."""
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert head is not None
+    return head
+
+
+def current_revision(engine: Engine) -> str | None:
+    """The revision the database is at, or None for an empty database."""
+    with engine.connect() as conn:
+        ctx = MigrationContext.configure(conn, opts={"version_table_schema": SCHEMA})
+        return ctx.get_current_revision()
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Run migrations up to ``revision`` (default head) in the database of ``engine``."""
+    with engine.begin() as conn:
+        command.upgrade(alembic_config(conn), revision)
+
+
+def downgrade(engine: Engine, revision: str) -> None:
+    """Run migrations down to ``revision`` (``base`` removes every cortex object)."""
+    with engine.begin() as conn:
+        command.downgrade(alembic_config(conn), revision)
+
+
+def read_sql(relative: str) -> str:
+    """Text of a versioned SQL file, e.g. ``functions/search_notes/v1.sql``.
+
+    Files are read from the package (``cortex_pg/sql``; ``sql/`` at the repository root is a
+    link to it), never "whatever the file says today" under another name: each migration
+    names the exact version it applies.
+    """
+    node = resources.files("cortex_pg").joinpath("sql")
+    for part in Path(relative).parts:
+        node = node.joinpath(part)
+    return node.read_text(encoding="utf-8")
+
+
+def has_vector_extension(conn: Connection) -> bool:
+    return conn.execute(text("SELECT 1 FROM pg_extension WHERE extname = 'vector'")).first() is not None

@@ -1,0 +1,232 @@
+"""SQLAlchemy models of the cortex schema (the source Alembic's drift test compares against).
+
+All objects live in the ``cortex`` schema so the store can share an application's database.
+Every tenant table carries ``user_id`` first in its primary key and in every foreign key
+(Citus-ready: distribution column in every PK/FK). Timestamps are ``timestamptz``, stored UTC.
+Objects created by hand-written SQL (functions, triggers, per-model HNSW indexes) are not
+here; they come from ``cortex_pg/sql`` through the migrations.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    Computed,
+    ForeignKeyConstraint,
+    Identity,
+    Index,
+    MetaData,
+    PrimaryKeyConstraint,
+    Text,
+    text,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR, UUID
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import REAL, TIMESTAMP, Boolean, Integer
+
+from cortex_pg.config import SCHEMA
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_N_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+TSVECTOR_EXPR = "to_tsvector('english'::regconfig, content)"
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(schema=SCHEMA, naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {
+        datetime: TIMESTAMP(timezone=True),
+        dict[str, Any]: JSONB,
+        list[str]: ARRAY(Text),
+        str: Text,
+        uuid.UUID: UUID(as_uuid=True),
+        float: REAL,
+        int: Integer,
+        bool: Boolean,
+    }
+
+
+class _NoteFields:
+    """Columns shared by long-term ``notes`` and short-term ``stm_notes``."""
+
+    id: Mapped[uuid.UUID] = mapped_column(server_default=text("gen_random_uuid()"))
+    user_id: Mapped[str] = mapped_column(server_default=text("'default'"))
+    session_id: Mapped[str] = mapped_column(server_default=text("'default'"))
+    content: Mapped[str]
+    content_hash: Mapped[str] = mapped_column(server_default=text("''"))
+    keywords: Mapped[list[str]] = mapped_column(server_default=text("'{}'"))
+    tags: Mapped[list[str]] = mapped_column(server_default=text("'{}'"))
+    context: Mapped[str | None]
+    category: Mapped[str | None]
+    memory_type: Mapped[str] = mapped_column(server_default=text("'note'"))
+    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", server_default=text("'{}'::jsonb"))
+    importance: Mapped[float] = mapped_column(server_default=text("0.5"))
+    created_at: Mapped[datetime] = mapped_column(server_default=text("now()"))
+    updated_at: Mapped[datetime] = mapped_column(server_default=text("now()"))
+    last_accessed_at: Mapped[datetime] = mapped_column(server_default=text("now()"))
+    access_count: Mapped[int] = mapped_column(server_default=text("0"))
+    tsv: Mapped[Any] = mapped_column(TSVECTOR, Computed(TSVECTOR_EXPR, persisted=True))
+
+
+def _note_checks(table: str) -> tuple[Any, ...]:
+    return (
+        PrimaryKeyConstraint("user_id", "id"),
+        CheckConstraint("char_length(user_id) BETWEEN 1 AND 255", name="user_id_length"),
+        CheckConstraint("char_length(session_id) BETWEEN 1 AND 255", name="session_id_length"),
+        CheckConstraint("char_length(btrim(content)) > 0", name="content_not_blank"),
+        CheckConstraint("importance >= 0 AND importance <= 1", name="importance_range"),
+        Index(f"ix_{table}_tsv", "tsv", postgresql_using="gin"),
+    )
+
+
+class Note(_NoteFields, Base):
+    """A long-term memory note (LTM)."""
+
+    __tablename__ = "notes"
+
+    merged_into: Mapped[uuid.UUID | None] = mapped_column(sort_order=100)
+    evolution_history: Mapped[list[Any]] = mapped_column(
+        JSONB, server_default=text("'[]'::jsonb"), sort_order=101
+    )
+
+    __table_args__ = (
+        *_note_checks("notes"),
+        Index("ix_notes_user_session_created", "user_id", "session_id", "created_at"),
+        Index("ix_notes_user_created", "user_id", "created_at"),
+        Index(
+            "uq_notes_content_hash",
+            "user_id",
+            "session_id",
+            "content_hash",
+            unique=True,
+            postgresql_where=text("merged_into IS NULL"),
+        ),
+        Index("ix_notes_metadata", "metadata", postgresql_using="gin", postgresql_ops={"metadata": "jsonb_path_ops"}),
+    )
+
+
+class StmNote(_NoteFields, Base):
+    """A short-term memory note: an UNLOGGED table (emptied after a crash, no WAL).
+
+    Capacity per (user_id, session_id) is enforced in the insert's transaction, evicting the
+    least recently accessed rows (``last_accessed_at``, then insertion order ``seq``).
+    """
+
+    __tablename__ = "stm_notes"
+
+    seq: Mapped[int] = mapped_column(BigInteger, Identity(always=False), sort_order=100)
+    model: Mapped[str | None] = mapped_column(sort_order=101)
+    embedding: Mapped[Any] = mapped_column(Vector(), nullable=True, sort_order=102)
+
+    __table_args__ = (
+        *_note_checks("stm_notes"),
+        Index("ix_stm_notes_lru", "user_id", "session_id", "last_accessed_at", "seq"),
+        Index("uq_stm_notes_content_hash", "user_id", "session_id", "content_hash", unique=True),
+        {"prefixes": ["UNLOGGED"]},
+    )
+
+
+class Embedding(Base):
+    """One embedding of one note by one model; keyed (user_id, note_id, model).
+
+    The column is an untyped ``vector``; each registered model gets a partial HNSW index on
+    ``(embedding::vector(dim)) vector_cosine_ops WHERE model = '<name>'`` (see
+    ``cortex.register_embedding_model``).
+    """
+
+    __tablename__ = "embeddings"
+
+    user_id: Mapped[str]
+    note_id: Mapped[uuid.UUID]
+    model: Mapped[str]
+    session_id: Mapped[str] = mapped_column(server_default=text("'default'"))
+    embedding: Mapped[Any] = mapped_column(Vector())
+    created_at: Mapped[datetime] = mapped_column(server_default=text("now()"))
+
+    __table_args__ = (
+        PrimaryKeyConstraint("user_id", "note_id", "model"),
+        ForeignKeyConstraint(
+            ["user_id", "note_id"], ["notes.user_id", "notes.id"], ondelete="CASCADE"
+        ),
+        Index("ix_embeddings_model_user", "model", "user_id"),
+    )
+
+
+class EmbeddingModel(Base):
+    """Registry of embedding models: name -> dimension; exactly one is active for search.
+
+    Global (not a tenant table): it describes the store, not a user's data.
+    """
+
+    __tablename__ = "embedding_models"
+
+    model: Mapped[str] = mapped_column(primary_key=True)
+    dim: Mapped[int]
+    active: Mapped[bool] = mapped_column(server_default=text("false"))
+    index_name: Mapped[str]
+    created_at: Mapped[datetime] = mapped_column(server_default=text("now()"))
+
+    __table_args__ = (
+        CheckConstraint("dim BETWEEN 1 AND 2000", name="dim_range"),
+        Index("uq_embedding_models_active", "active", unique=True, postgresql_where=text("active")),
+    )
+
+
+class NoteLink(Base):
+    """A directed, typed, weighted link between two notes of one user."""
+
+    __tablename__ = "note_links"
+
+    user_id: Mapped[str]
+    source_id: Mapped[uuid.UUID]
+    target_id: Mapped[uuid.UUID]
+    session_id: Mapped[str] = mapped_column(server_default=text("'default'"))
+    type: Mapped[str] = mapped_column(server_default=text("'related'"))
+    strength: Mapped[float] = mapped_column(server_default=text("0.5"))
+    reason: Mapped[str | None]
+    created_at: Mapped[datetime] = mapped_column(server_default=text("now()"))
+
+    __table_args__ = (
+        PrimaryKeyConstraint("user_id", "source_id", "target_id"),
+        ForeignKeyConstraint(["user_id", "source_id"], ["notes.user_id", "notes.id"], ondelete="CASCADE"),
+        ForeignKeyConstraint(["user_id", "target_id"], ["notes.user_id", "notes.id"], ondelete="CASCADE"),
+        CheckConstraint("source_id <> target_id", name="no_self_link"),
+        CheckConstraint("strength >= 0 AND strength <= 1", name="strength_range"),
+        Index("ix_note_links_target", "user_id", "target_id"),
+    )
+
+
+class NoteHistory(Base):
+    """Every insert, update, merge and delete of a note, with old and new values of changed fields.
+
+    Written by the ``cortex.record_note_history`` trigger, so changes made from plain SQL are
+    recorded too. ``op`` is insert/update/delete, or the reason set with
+    ``SET LOCAL cortex.change_reason`` (e.g. ``merge``).
+    """
+
+    __tablename__ = "note_history"
+
+    user_id: Mapped[str]
+    id: Mapped[int] = mapped_column(BigInteger, Identity(always=False))
+    note_id: Mapped[uuid.UUID]
+    session_id: Mapped[str]
+    op: Mapped[str]
+    old: Mapped[dict[str, Any] | None]
+    new: Mapped[dict[str, Any] | None]
+    changed_at: Mapped[datetime] = mapped_column(server_default=text("now()"))
+
+    __table_args__ = (
+        PrimaryKeyConstraint("user_id", "id"),
+        Index("ix_note_history_note", "user_id", "note_id", "changed_at"),
+    )

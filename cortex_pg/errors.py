@@ -1,0 +1,118 @@
+"""The cortex_pg exception hierarchy and the one place database errors are translated.
+
+Every error the library raises on purpose derives from :class:`CortexPGError`. Errors about
+caller input carry the offending ``field`` and a human ``reason`` so that a caller (or an
+agent) can correct the call without parsing messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy.exc import DBAPIError
+
+
+class CortexPGError(Exception):
+    """Base class of every error raised by cortex_pg."""
+
+
+class ValidationError(CortexPGError, ValueError):
+    """Bad caller input; nothing was stored.
+
+    Attributes:
+        field: name of the argument or field that is wrong (e.g. ``"content"``).
+        reason: why it was refused.
+    """
+
+    def __init__(self, field: str, reason: str) -> None:
+        self.field = field
+        self.reason = reason
+        super().__init__(f"{field}: {reason}")
+
+
+class ImmutableFieldError(ValidationError):
+    """An update tried to change a field that identifies the note's tenant or scope."""
+
+
+class NotFoundError(CortexPGError, KeyError):
+    """No note (or other object) with that id exists for that tenant."""
+
+    def __init__(self, kind: str, key: object) -> None:
+        self.kind = kind
+        self.key = key
+        super().__init__(f"{kind} {key!r} not found")
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return self.args[0]
+
+
+class SchemaError(CortexPGError):
+    """The database is missing the schema, the ``vector`` extension, or is not at the Alembic head."""
+
+
+class EmbeddingModelError(CortexPGError):
+    """The embedder does not fit what the database already holds."""
+
+
+class EmbeddingDimensionError(EmbeddingModelError):
+    """The embedder's dimension differs from the dimension of stored embeddings.
+
+    Attributes:
+        model: the embedding model name the database knows.
+        stored_dim: dimension already stored for it.
+        embedder_dim: dimension of the embedder that was offered.
+    """
+
+    def __init__(self, model: str, stored_dim: int, embedder_dim: int, detail: str = "") -> None:
+        self.model = model
+        self.stored_dim = stored_dim
+        self.embedder_dim = embedder_dim
+        msg = (
+            f"embedding dimension mismatch: the database holds {stored_dim}-dimensional embeddings "
+            f"(model {model!r}) but the embedder produces {embedder_dim} dimensions"
+        )
+        super().__init__(msg + (f"; {detail}" if detail else ""))
+
+
+class DatabaseError(CortexPGError):
+    """A database error that is not the caller's fault (connection lost, deadlock, ...).
+
+    Attributes:
+        sqlstate: the five-character SQLSTATE code, when the server sent one.
+    """
+
+    def __init__(self, message: str, sqlstate: str | None = None) -> None:
+        self.sqlstate = sqlstate
+        super().__init__(message)
+
+
+class ConflictError(DatabaseError):
+    """A unique or exclusion constraint refused the write (SQLSTATE 23505 / 23P01)."""
+
+
+class ServerError(CortexPGError):
+    """The embedded PostgreSQL server could not be started or stopped."""
+
+
+@contextmanager
+def translate_db_errors() -> Iterator[None]:
+    """Translate SQLAlchemy/psycopg errors into the cortex_pg hierarchy.
+
+    Keyed on the SQLSTATE the server sends (``exc.orig.sqlstate``), never on message text:
+    ``23505``/``23P01`` -> :class:`ConflictError`; class ``22`` (data exceptions) and ``23``
+    (other integrity violations) -> :class:`ValidationError`; everything else ->
+    :class:`DatabaseError`.
+    """
+    try:
+        yield
+    except DBAPIError as exc:
+        sqlstate = getattr(exc.orig, "sqlstate", None)
+        diag = getattr(exc.orig, "diag", None)
+        primary = getattr(diag, "message_primary", None) or str(exc.orig)
+        if sqlstate in ("23505", "23P01"):
+            raise ConflictError(primary, sqlstate) from exc
+        if sqlstate and (sqlstate.startswith("22") or sqlstate.startswith("23")):
+            column = getattr(diag, "column_name", None) or "value"
+            raise ValidationError(column, primary) from exc
+        raise DatabaseError(primary, sqlstate) from exc

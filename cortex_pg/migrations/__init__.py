@@ -1,0 +1,1 @@
+"""Alembic migrations of the cortex schema (shipped inside the package)."""

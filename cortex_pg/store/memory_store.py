@@ -1,0 +1,644 @@
+"""MemoryStore: the repository layer over the cortex schema.
+
+Every public method validates its input first (raising
+:class:`~cortex_pg.errors.ValidationError` before anything is written), runs in one
+transaction, and filters every statement on ``user_id``. Database errors leave through
+:func:`~cortex_pg.errors.translate_db_errors`.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, text
+
+from cortex_pg.config import Settings
+from cortex_pg.db import migrate
+from cortex_pg.db.engine import create_engine_for, resolve_url
+from cortex_pg.embeddings.base import Embedder, embedder_from_name
+from cortex_pg.errors import (
+    EmbeddingDimensionError,
+    EmbeddingModelError,
+    ImmutableFieldError,
+    NotFoundError,
+    SchemaError,
+    ValidationError,
+    translate_db_errors,
+)
+from cortex_pg.store import sql, validation
+from cortex_pg.store.records import Note, SearchResult
+from cortex_pg.temporal import parse_instant
+
+UPDATABLE_FIELDS = ("content", "keywords", "tags", "context", "category", "metadata", "importance",
+                    "memory_type", "time")
+
+
+def vector_literal(vec: Sequence[float]) -> str:
+    """pgvector text form, ``[x1,x2,...]``."""
+    return "[" + ",".join(repr(float(x)) for x in vec) + "]"
+
+
+class MemoryStore:
+    """Notes (LTM + STM), their embeddings and hybrid search, on one PostgreSQL database.
+
+    Open with :meth:`open`; close with :meth:`close` (or use as a context manager).
+
+    Attributes:
+        engine: the SQLAlchemy engine.
+        embedder: the :class:`~cortex_pg.embeddings.Embedder` for notes and queries.
+        stm_capacity: notes kept in STM per (user_id, session_id), LRU-evicted.
+    """
+
+    def __init__(self, engine: Engine, embedder: Embedder, *, stm_capacity: int = 20) -> None:
+        self.engine = engine
+        self.embedder = embedder
+        self.stm_capacity = validation.limit(stm_capacity, "stm_capacity")
+
+    # ------------------------------------------------------------------ lifecycle
+    @classmethod
+    def open(
+        cls,
+        url: str | None = None,
+        *,
+        path: str | Path | None = None,
+        embedder: Embedder | str | None = None,
+        auto_migrate: bool | None = None,
+        stm_capacity: int | None = None,
+        settings: Settings | None = None,
+    ) -> MemoryStore:
+        """Open a store.
+
+        Args:
+            url: database URL; else ``DATABASE_URL``; else the embedded server.
+            path: data directory of the embedded server (else ``CORTEX_PG_HOME``, else the
+                platform user-data dir). Ignored when a URL is used.
+            embedder: an Embedder or a name for :func:`embedder_from_name`; default from
+                ``CORTEX_PG_EMBEDDER`` (``minilm``).
+            auto_migrate: upgrade the schema to the Alembic head when it is behind. Default:
+                True for the embedded server, False for an external database.
+            stm_capacity: STM notes per (user_id, session_id); default ``CORTEX_PG_STM_CAPACITY`` (20).
+
+        Raises:
+            SchemaError: the ``vector`` extension is missing or the schema is not at the head
+                (and ``auto_migrate`` is off); the message says to run ``cortex-pg db upgrade``.
+            EmbeddingDimensionError: the embedder's dimension differs from the stored embeddings'.
+            EmbeddingModelError: the database holds embeddings of another model.
+            ServerError: the embedded server could not start.
+        """
+        settings = settings or Settings()
+        external = bool(url or settings.database_url)
+        resolved = resolve_url(url, path=path, settings=settings)
+        engine = create_engine_for(resolved)
+        if auto_migrate is None:
+            auto_migrate = not external
+        try:
+            ensure_schema(engine, auto_migrate=auto_migrate)
+            if embedder is None:
+                embedder = embedder_from_name(settings.embedder)
+            elif isinstance(embedder, str):
+                embedder = embedder_from_name(embedder)
+            store = cls(engine, embedder, stm_capacity=stm_capacity or settings.stm_capacity)
+            store._register_model()
+        except BaseException:
+            engine.dispose()
+            raise
+        return store
+
+    def close(self) -> None:
+        """Release the connection pool (the embedded server keeps running for other processes)."""
+        self.engine.dispose()
+
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _register_model(self) -> None:
+        """Make the embedder's model the active one, refusing a silent mismatch (see open())."""
+        name, dim = self.embedder.name, self.embedder.dim
+        with self.engine.begin() as conn, translate_db_errors():
+            conn.execute(text("SELECT pg_advisory_xact_lock(hashtextextended('cortex.embedding_models', 0))"))
+            rows = conn.execute(text("SELECT model, dim, active FROM cortex.embedding_models")).all()
+            known = {r.model: r for r in rows}
+            active = next((r for r in rows if r.active), None)
+            if name in known and known[name].dim != dim:
+                raise EmbeddingDimensionError(name, known[name].dim, dim)
+            if active is not None and active.model != name:
+                stored = conn.execute(
+                    text("SELECT count(*) FROM cortex.embeddings WHERE model = :m"), {"m": active.model}
+                ).scalar_one()
+                if stored:
+                    if active.dim != dim:
+                        raise EmbeddingDimensionError(
+                            active.model, active.dim, dim, f"embedder {name!r}; re-embed first"
+                        )
+                    raise EmbeddingModelError(
+                        f"the database holds {stored} embeddings of model {active.model!r}; embedder "
+                        f"{name!r} produces vectors that are not comparable with them; use "
+                        f"{active.model!r} or re-embed the notes first"
+                    )
+            conn.execute(
+                text("SELECT cortex.register_embedding_model(:m, :d, true)"), {"m": name, "d": dim}
+            )
+
+    # ------------------------------------------------------------------ writes
+    def add(
+        self,
+        content: str,
+        *,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        time: datetime | str | None = None,
+        keywords: Iterable[str] | None = None,
+        tags: Iterable[str] | None = None,
+        context: str | None = None,
+        category: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        importance: float = 0.5,
+        memory_type: str = "note",
+        to_stm: bool = True,
+    ) -> str:
+        """Store one note in LTM (and STM when ``to_stm``); returns its id (UUID string).
+
+        Args:
+            content: the text; not blank, no NUL bytes.
+            user_id: tenant (default ``"default"``); session_id: scope within it (default ``"default"``).
+            time: the memory's own time (RFC 3339 / ISO 8601 or datetime; naive = UTC); default now.
+            keywords, tags: lists of strings; context: free text; category: dot path.
+            metadata: JSON-serialisable dict; importance: in [0, 1].
+            memory_type: free label (``note``, ``task_result``, ...), used by the calute facade.
+            to_stm: also write the note to short-term memory (LRU capacity per user and session).
+
+        Returns:
+            The new note's id, or the existing id when the same user and session already hold
+            exactly this content (a no-op, detected by content hash before embedding).
+
+        Raises:
+            ValidationError: any bad argument (nothing is stored).
+        """
+        item = {
+            "content": content, "user_id": user_id, "session_id": session_id, "time": time,
+            "keywords": keywords, "tags": tags, "context": context, "category": category,
+            "metadata": metadata, "importance": importance, "memory_type": memory_type,
+        }
+        return self.add_many([item], to_stm=to_stm)[0]
+
+    def add_many(
+        self,
+        items: Iterable[Mapping[str, Any]],
+        *,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        to_stm: bool = True,
+        batch_size: int = 256,
+        progress: Callable[[int], None] | None = None,
+    ) -> list[str]:
+        """Store many notes: one embedding batch and one multi-row insert per ``batch_size`` notes.
+
+        Args:
+            items: mappings with the keyword arguments of :meth:`add` (``content`` required;
+                ``time`` may be spelled ``created_at``).
+            user_id, session_id: defaults for items that do not name their own.
+            to_stm: also write to STM (only the newest ``stm_capacity`` per scope survive).
+            batch_size: notes per round trip.
+            progress: called with the number of notes finished after each batch.
+
+        Returns:
+            One id per item, in order (existing ids for duplicates).
+
+        Raises:
+            ValidationError: an item is invalid; the field is named ``items[i].<field>`` and
+                nothing from the call is stored.
+        """
+        notes = [
+            validation.new_note(item, default_user_id=user_id, default_session_id=session_id,
+                                prefix=f"items[{i}].")
+            for i, item in enumerate(_as_list(items))
+        ]
+        ids: list[str] = []
+        with self.engine.begin() as conn, translate_db_errors():
+            for start in range(0, len(notes), validation.limit(batch_size, "batch_size")):
+                batch = notes[start : start + batch_size]
+                ids.extend(self._insert_batch(conn, batch, to_stm))
+                if progress:
+                    progress(len(batch))
+        return ids
+
+    def _insert_batch(self, conn: Connection, batch: list[validation.NewNote], to_stm: bool) -> list[str]:
+        scopes = {"users": [n.user_id for n in batch], "sessions": [n.session_id for n in batch]}
+        conn.execute(text(sql.LOCK_SCOPES), scopes)
+        existing: dict[tuple[str, str, str], tuple[str, str]] = {}
+        for row in conn.execute(text(sql.FIND_EXISTING), {**scopes, "hashes": [n.content_hash for n in batch]}):
+            key = (row.user_id, row.session_id, row.content_hash)
+            if key not in existing or row.tier == "ltm":
+                existing[key] = (str(row.id), row.tier)
+        # one id per (scope, content): earlier duplicates in the batch win, then stored notes
+        chosen: dict[tuple[str, str, str], validation.NewNote] = {}
+        ids: list[str] = []
+        fresh: list[validation.NewNote] = []
+        for note in batch:
+            key = (note.user_id, note.session_id, note.content_hash)
+            if key in existing and existing[key][1] == "ltm":
+                ids.append(existing[key][0])
+                continue
+            if key not in chosen:
+                if key in existing:  # only in STM (LTM was cleared): keep the STM id
+                    note = _with_id(note, uuid.UUID(existing[key][0]))
+                chosen[key] = note
+                fresh.append(note)
+            ids.append(str(chosen[key].id))
+        if not fresh:
+            return ids
+        vectors = self.embedder.embed([n.content for n in fresh])
+        self._check_vectors(vectors, len(fresh))
+        rows = [dict(n.row(), embedding=vector_literal(v)) for n, v in zip(fresh, vectors, strict=True)]
+        payload = {"rows": json.dumps(rows)}
+        conn.execute(text(sql.INSERT_NOTES), payload)
+        conn.execute(text(sql.INSERT_EMBEDDINGS), {**payload, "model": self.embedder.name})
+        if to_stm:
+            newest = _newest_per_scope(rows, self.stm_capacity)
+            conn.execute(text(sql.INSERT_STM), {"rows": json.dumps(newest), "model": self.embedder.name})
+            conn.execute(text(sql.TRIM_STM), {**scopes, "capacity": self.stm_capacity})
+        return ids
+
+    def _check_vectors(self, vectors: list[list[float]], expected: int) -> None:
+        if len(vectors) != expected:
+            raise EmbeddingModelError(f"embedder returned {len(vectors)} vectors for {expected} texts")
+        for v in vectors:
+            if len(v) != self.embedder.dim:
+                raise EmbeddingDimensionError(self.embedder.name, self.embedder.dim, len(v),
+                                              "the embedder returned a vector of another size")
+
+    def update(self, id: str | uuid.UUID, *, user_id: str | None = None, **fields: Any) -> Note:
+        """Change fields of a note (both tiers); returns the updated note.
+
+        Updatable: content (re-embedded), keywords, tags, context, category, importance,
+        memory_type, time (the memory's own time), metadata (merged into the stored dict:
+        keys given replace, other keys stay; a value of None deletes the key).
+
+        Args:
+            id: the note id.
+            user_id: the owning tenant (routes the lookup; None looks in every tenant).
+
+        Raises:
+            ImmutableFieldError: ``session_id`` (or ``user_id`` in ``fields``) differs from the stored value.
+            ValidationError: unknown field or bad value. NotFoundError: no such note.
+        """
+        nid = validation.note_id(id)
+        uid = validation.optional_scope_id(user_id, "user_id")
+        for scope_field in ("session_id",):
+            if scope_field in fields:
+                given = fields.pop(scope_field)
+                current = self.get(nid, user_id=uid)
+                if given != getattr(current, scope_field):
+                    raise ImmutableFieldError(scope_field, "cannot be changed after a note is stored")
+        unknown = set(fields) - set(UPDATABLE_FIELDS)
+        if unknown:
+            raise ValidationError(sorted(unknown)[0], f"not an updatable field; use one of {', '.join(UPDATABLE_FIELDS)}")
+        sets: dict[str, Any] = {}
+        if "content" in fields:
+            sets["content"] = validation.content(fields["content"])
+        if "keywords" in fields:
+            sets["keywords"] = validation.string_list(fields["keywords"], "keywords")
+        if "tags" in fields:
+            sets["tags"] = validation.string_list(fields["tags"], "tags")
+        if "context" in fields:
+            sets["context"] = validation.short_text(fields["context"], "context")
+        if "category" in fields:
+            sets["category"] = validation.category(fields["category"])
+        if "importance" in fields:
+            sets["importance"] = validation.importance(fields["importance"])
+        if "memory_type" in fields:
+            sets["memory_type"] = validation.memory_type(fields["memory_type"])
+        if "time" in fields:
+            sets["created_at"] = parse_instant(fields["time"], "time")
+            if sets["created_at"] is None:
+                raise ValidationError("time", "must not be None")
+        meta_patch = validation.metadata(fields.get("metadata")) if "metadata" in fields else None
+        current = self.get(nid, user_id=uid)
+        uid = current.user_id
+        vector = None
+        if "content" in sets and sets["content"] != current.content:
+            vector = self.embedder.embed([sets["content"]])
+            self._check_vectors(vector, 1)
+        assignments = [f"{col} = :{col}" for col in sets]
+        params: dict[str, Any] = {**sets, "id": nid, "user_id": uid}
+        if meta_patch is not None:
+            drop = [k for k, v in meta_patch.items() if v is None]
+            keep = {k: v for k, v in meta_patch.items() if v is not None}
+            assignments.append("metadata = (metadata || CAST(:meta_patch AS jsonb)) - CAST(:meta_drop AS text[])")
+            params["meta_patch"] = json.dumps(keep)
+            params["meta_drop"] = drop
+        if assignments:
+            assignments.append("updated_at = now()")
+            set_sql = ", ".join(assignments)
+            with self.engine.begin() as conn, translate_db_errors():
+                for table in ("cortex.notes", "cortex.stm_notes"):
+                    conn.execute(text(f"UPDATE {table} SET {set_sql} WHERE user_id = :user_id AND id = :id"), params)
+                if vector is not None:
+                    lit = vector_literal(vector[0])
+                    conn.execute(
+                        text("UPDATE cortex.embeddings SET embedding = CAST(:v AS vector), created_at = now() "
+                             "WHERE user_id = :user_id AND note_id = :id AND model = :m"),
+                        {"v": lit, "user_id": uid, "id": nid, "m": self.embedder.name},
+                    )
+                    conn.execute(
+                        text("UPDATE cortex.stm_notes SET embedding = CAST(:v AS vector), model = :m "
+                             "WHERE user_id = :user_id AND id = :id"),
+                        {"v": lit, "user_id": uid, "id": nid, "m": self.embedder.name},
+                    )
+        return self.get(nid, user_id=uid)
+
+    def delete(self, id: str | uuid.UUID, *, user_id: str | None = None) -> bool:
+        """Delete a note from both tiers (its embeddings and links go with it; history stays).
+
+        Returns:
+            True when a note was deleted, False when none had that id.
+        """
+        nid = validation.note_id(id)
+        uid = validation.optional_scope_id(user_id, "user_id")
+        with self.engine.begin() as conn, translate_db_errors():
+            n = conn.execute(
+                text(
+                    "WITH l AS (DELETE FROM cortex.notes WHERE id = :id "
+                    "  AND (CAST(:u AS text) IS NULL OR user_id = :u) RETURNING id), "
+                    "s AS (DELETE FROM cortex.stm_notes WHERE id = :id "
+                    "  AND (CAST(:u AS text) IS NULL OR user_id = :u) RETURNING id) "
+                    "SELECT count(*) FROM (SELECT id FROM l UNION SELECT id FROM s) x"
+                ),
+                {"id": nid, "u": uid},
+            ).scalar_one()
+        return n > 0
+
+    def delete_where(
+        self, *, user_id: str | None = None, session_id: str | None = None, memory_source: str = "all"
+    ) -> int:
+        """Delete every note of a user (and session, when given) in the chosen tiers.
+
+        Args:
+            user_id: the tenant (None = ``"default"``; never "everyone").
+            session_id: restrict to one session; None = all of the user's sessions.
+            memory_source: ``all``, ``ltm`` or ``stm``.
+
+        Returns:
+            The number of distinct notes removed (a note in both tiers counts once).
+        """
+        uid = validation.scope_id(user_id, "user_id")
+        sid = validation.optional_scope_id(session_id, "session_id")
+        source = validation.memory_source(memory_source)
+        with self.engine.begin() as conn, translate_db_errors():
+            return conn.execute(
+                text(
+                    "WITH l AS (DELETE FROM cortex.notes WHERE :src IN ('all','ltm') AND user_id = :u "
+                    "  AND (CAST(:s AS text) IS NULL OR session_id = :s) RETURNING id), "
+                    "st AS (DELETE FROM cortex.stm_notes WHERE :src IN ('all','stm') AND user_id = :u "
+                    "  AND (CAST(:s AS text) IS NULL OR session_id = :s) RETURNING id) "
+                    "SELECT count(*) FROM (SELECT id FROM l UNION SELECT id FROM st) x"
+                ),
+                {"u": uid, "s": sid, "src": source},
+            ).scalar_one()
+
+    # ------------------------------------------------------------------ reads
+    def get(self, id: str | uuid.UUID, *, user_id: str | None = None, touch: bool = False) -> Note:
+        """The note with this id: its LTM row, or its STM copy when it is only in STM.
+
+        Args:
+            id: note id. user_id: restrict to a tenant (None = any).
+            touch: count this as an access (access_count + 1, last_accessed_at = now) in both tiers.
+
+        Raises:
+            NotFoundError: no such note. ValidationError: id is not a UUID.
+        """
+        nid = validation.note_id(id)
+        uid = validation.optional_scope_id(user_id, "user_id")
+        with self.engine.begin() as conn, translate_db_errors():
+            rows = conn.execute(text(sql.GET_NOTE), {"id": nid, "user_id": uid}).mappings().all()
+            if not rows:
+                raise NotFoundError("note", str(nid))
+            row = next((r for r in rows if r["memory_tier"] == "ltm"), rows[0])
+            if touch:
+                conn.execute(text(sql.TOUCH), {"user_id": row["user_id"], "ids": [nid]})
+        return note_from_row(row)
+
+    def search(
+        self,
+        query: str,
+        *,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        limit: int = 10,
+        temporal_weight: float = 0.0,
+        date_from: datetime | str | None = None,
+        date_to: datetime | str | None = None,
+        now: datetime | str | None = None,
+        memory_source: str = "all",
+        touch: bool = True,
+    ) -> list[SearchResult]:
+        """Hybrid search of one user's notes, in one SQL statement (``cortex.search_notes``).
+
+        Vector candidates (HNSW, cosine) and BM25 full-text candidates (GIN) are fused by
+        reciprocal rank fusion (k = 60), then blended with recency:
+        ``score = (1 - temporal_weight) * relevance + temporal_weight * exp(-age_days / 7)``.
+
+        Args:
+            query: the question or text to match; not blank.
+            user_id: the tenant searched (None = ``"default"``). Never widened to other users.
+            session_id: restrict to one session; None = all the user's sessions.
+            limit: results wanted, 1..10000.
+            temporal_weight: recency weight in [0, 1].
+            date_from, date_to: window on the note's time, ``date_from <= created_at < date_to``
+                (ISO 8601 or datetime; naive = UTC).
+            now: the instant ages are measured from (default: the current time).
+            memory_source: ``all`` (a note in both tiers is returned once, as STM), ``ltm`` or ``stm``.
+            touch: count returned notes as accessed (access_count, last_accessed_at; drives STM LRU).
+
+        Returns:
+            Up to ``limit`` results, best first.
+
+        Raises:
+            ValidationError: bad argument (blank query, limit <= 0, weight outside [0, 1], ...).
+        """
+        query = validation.content(query, "query")
+        uid = validation.scope_id(user_id, "user_id")
+        sid = validation.optional_scope_id(session_id, "session_id")
+        lim = validation.limit(limit)
+        weight = validation.unit_interval(temporal_weight, "temporal_weight")
+        source = validation.memory_source(memory_source)
+        d_from = parse_instant(date_from, "date_from")
+        d_to = parse_instant(date_to, "date_to")
+        if d_from and d_to and d_from >= d_to:
+            raise ValidationError("date_to", "must be later than date_from")
+        at = parse_instant(now, "now") or datetime.now(UTC)
+        vector = self.embedder.embed([query])
+        self._check_vectors(vector, 1)
+        params = {
+            "user_id": uid, "embedding": vector_literal(vector[0]), "query": query, "limit": lim,
+            "temporal_weight": weight, "date_from": d_from, "date_to": d_to, "now": at,
+            "session_id": sid, "memory_source": source, "model": self.embedder.name, "touch": touch,
+        }
+        with self.engine.begin() as conn, translate_db_errors():
+            rows = conn.execute(text(sql.SEARCH), params).mappings().all()
+        return [result_from_row(r) for r in rows]
+
+    def count(self, *, user_id: str | None = None, session_id: str | None = None, memory_source: str = "ltm") -> int:
+        """Number of current (not merged) notes of a user (and session) in one tier."""
+        uid = validation.scope_id(user_id, "user_id")
+        sid = validation.optional_scope_id(session_id, "session_id")
+        source = validation.memory_source(memory_source)
+        table = {"ltm": "cortex.notes", "stm": "cortex.stm_notes"}
+        sources = ["ltm", "stm"] if source == "all" else [source]
+        parts = [
+            f"SELECT id FROM {table[s]} WHERE user_id = :u AND (CAST(:s AS text) IS NULL OR session_id = :s)"
+            + (" AND merged_into IS NULL" if s == "ltm" else "")
+            for s in sources
+        ]
+        with self.engine.connect() as conn, translate_db_errors():
+            return conn.execute(
+                text(f"SELECT count(*) FROM ({' UNION '.join(parts)}) x"), {"u": uid, "s": sid}
+            ).scalar_one()
+
+    def history(self, id: str | uuid.UUID, *, user_id: str | None = None) -> list[dict[str, Any]]:
+        """The ``note_history`` rows of a note, oldest first (op, old, new, changed_at)."""
+        nid = validation.note_id(id)
+        uid = validation.optional_scope_id(user_id, "user_id")
+        with self.engine.connect() as conn, translate_db_errors():
+            rows = conn.execute(
+                text("SELECT op, old, new, changed_at FROM cortex.note_history WHERE note_id = :id "
+                     "AND (CAST(:u AS text) IS NULL OR user_id = :u) ORDER BY id"),
+                {"id": nid, "u": uid},
+            ).mappings().all()
+        return [dict(r) for r in rows]
+
+    def stats(self, *, user_id: str | None = None) -> dict[str, Any]:
+        """Counts for the whole store, or for one user: notes per tier, users, sessions, embeddings."""
+        uid = validation.optional_scope_id(user_id, "user_id")
+        q = """
+        SELECT
+          (SELECT count(*) FROM cortex.notes WHERE merged_into IS NULL AND (CAST(:u AS text) IS NULL OR user_id = :u)) AS ltm_notes,
+          (SELECT count(*) FROM cortex.stm_notes WHERE CAST(:u AS text) IS NULL OR user_id = :u) AS stm_notes,
+          (SELECT count(DISTINCT user_id) FROM cortex.notes WHERE CAST(:u AS text) IS NULL OR user_id = :u) AS users,
+          (SELECT count(*) FROM (SELECT DISTINCT user_id, session_id FROM cortex.notes
+                                 WHERE CAST(:u AS text) IS NULL OR user_id = :u) s) AS sessions,
+          (SELECT count(*) FROM cortex.note_links WHERE CAST(:u AS text) IS NULL OR user_id = :u) AS links,
+          (SELECT count(*) FROM cortex.note_history WHERE CAST(:u AS text) IS NULL OR user_id = :u) AS history_rows,
+          (SELECT coalesce(jsonb_object_agg(model, n), '{}') FROM (
+              SELECT model, count(*) AS n FROM cortex.embeddings
+              WHERE CAST(:u AS text) IS NULL OR user_id = :u GROUP BY model) e) AS embeddings,
+          (SELECT model FROM cortex.embedding_models WHERE active) AS active_model,
+          pg_database_size(current_database()) AS database_bytes
+        """
+        with self.engine.connect() as conn, translate_db_errors():
+            row = conn.execute(text(q), {"u": uid}).mappings().one()
+        return dict(row)
+
+
+# ---------------------------------------------------------------------- helpers
+def ensure_schema(engine: Engine, *, auto_migrate: bool) -> None:
+    """Check the vector extension and the Alembic revision; migrate when allowed.
+
+    Raises:
+        SchemaError: behind the head (or unknown revision) with ``auto_migrate`` off.
+    """
+    head = migrate.head_revision()
+    with translate_db_errors():
+        current = migrate.current_revision(engine)
+        if current == head:
+            with engine.connect() as conn:
+                if not migrate.has_vector_extension(conn):
+                    raise SchemaError(
+                        "the vector extension is missing from this database; run `cortex-pg db upgrade`"
+                    )
+            return
+        known = _known_revisions()
+        if current is not None and current not in known:
+            raise SchemaError(
+                f"the database is at revision {current!r}, which this version of cortex-pg does not "
+                f"know (newest known: {head}); upgrade the cortex-pg package"
+            )
+        if not auto_migrate:
+            raise SchemaError(
+                f"the database schema is at revision {current or 'none (empty)'}, cortex-pg needs {head}; "
+                "run `cortex-pg db upgrade` (or open with auto_migrate=True)"
+            )
+        migrate.upgrade(engine)
+
+
+def _known_revisions() -> set[str]:
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(migrate.alembic_config())
+    return {rev.revision for rev in script.walk_revisions()}
+
+
+def _as_list(items: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    if isinstance(items, Mapping) or isinstance(items, str):
+        raise ValidationError("items", "must be an iterable of note mappings")
+    out = list(items)
+    for i, item in enumerate(out):
+        if not isinstance(item, Mapping):
+            raise ValidationError(f"items[{i}]", "must be a mapping with at least 'content'")
+    return out
+
+
+def _with_id(note: validation.NewNote, new_id: uuid.UUID) -> validation.NewNote:
+    from dataclasses import replace
+
+    return replace(note, id=new_id)
+
+
+def _newest_per_scope(rows: list[dict[str, Any]], capacity: int) -> list[dict[str, Any]]:
+    """The last ``capacity`` rows of each (user_id, session_id), in batch order (the others
+    would be evicted by the same transaction anyway)."""
+    seen: dict[tuple[str, str], int] = {}
+    keep: list[dict[str, Any]] = []
+    for row in reversed(rows):
+        key = (row["user_id"], row["session_id"])
+        if seen.get(key, 0) < capacity:
+            seen[key] = seen.get(key, 0) + 1
+            keep.append(row)
+    keep.reverse()
+    return keep
+
+
+def note_from_row(row: Mapping[str, Any]) -> Note:
+    merged = row.get("merged_into")
+    return Note(
+        id=str(row["id"]),
+        user_id=row["user_id"],
+        session_id=row["session_id"],
+        content=row["content"],
+        keywords=list(row["keywords"] or []),
+        tags=list(row["tags"] or []),
+        context=row["context"],
+        category=row["category"],
+        memory_type=row["memory_type"],
+        metadata=dict(row["metadata"] or {}),
+        importance=float(row["importance"]),
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        last_accessed_at=row["last_accessed_at"],
+        access_count=int(row["access_count"]),
+        memory_tier=row.get("memory_tier", "ltm"),
+        merged_into=str(merged) if merged else None,
+        evolution_history=list(row.get("evolution_history") or []),
+    )
+
+
+def result_from_row(row: Mapping[str, Any]) -> SearchResult:
+    return SearchResult(
+        note=note_from_row(row),
+        score=float(row["score"]),
+        relevance_score=float(row["relevance_score"]),
+        semantic_score=None if row["semantic_score"] is None else float(row["semantic_score"]),
+        distance=None if row["distance"] is None else float(row["distance"]),
+        text_score=float(row["text_score"]),
+        recency_score=float(row["recency_score"]),
+        vector_rank=row["vector_rank"],
+        text_rank=row["text_rank"],
+    )

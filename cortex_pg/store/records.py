@@ -1,0 +1,108 @@
+"""Value types returned by the store: a stored note and a scored search result."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """A note as stored (no embedding vector).
+
+    Attributes:
+        id: UUID string.
+        memory_tier: ``"ltm"`` (table ``notes``) or ``"stm"`` (UNLOGGED ``stm_notes``).
+        created_at: the memory's own time (caller-supplied or insertion time), aware UTC.
+        importance: in [0, 1].
+        merged_into: id of the note this one was merged into, else None (LTM only).
+    """
+
+    id: str
+    user_id: str
+    session_id: str
+    content: str
+    keywords: list[str]
+    tags: list[str]
+    context: str | None
+    category: str | None
+    memory_type: str
+    metadata: dict[str, Any]
+    importance: float
+    created_at: datetime
+    updated_at: datetime
+    last_accessed_at: datetime
+    access_count: int
+    memory_tier: str = "ltm"
+    merged_into: str | None = None
+    evolution_history: list[Any] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly dict (datetimes as ISO 8601 strings)."""
+        return _jsonable(asdict(self))
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """A note returned by :meth:`MemoryStore.search`, with its scores.
+
+    Attributes:
+        score: final score, ``(1 - w) * relevance_score + w * recency_score``; higher is better.
+        relevance_score: normalised reciprocal-rank fusion of the vector and BM25 ranks, in (0, 1].
+        semantic_score: cosine similarity of query and note embeddings, in [-1, 1]
+            (None when searching without an embedding).
+        distance: cosine distance, ``1 - semantic_score``, in [0, 2].
+        text_score: Okapi BM25 score of the note for the query (0 when no term matched).
+        recency_score: ``exp(-age_days / 7)`` in (0, 1], age measured from ``now``.
+        vector_rank / text_rank: 1-based rank in each candidate list, None when not a candidate.
+    """
+
+    note: Note
+    score: float
+    relevance_score: float
+    semantic_score: float | None
+    distance: float | None
+    text_score: float
+    recency_score: float
+    vector_rank: int | None
+    text_rank: int | None
+
+    @property
+    def id(self) -> str:
+        return self.note.id
+
+    @property
+    def content(self) -> str:
+        return self.note.content
+
+    @property
+    def memory_tier(self) -> str:
+        return self.note.memory_tier
+
+    @property
+    def created_at(self) -> datetime:
+        return self.note.created_at
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return self.note.metadata
+
+    def to_dict(self) -> dict[str, Any]:
+        """Flat JSON-friendly dict: the note's fields plus the scores."""
+        out = self.note.to_dict()
+        out.update(
+            score=self.score,
+            relevance_score=self.relevance_score,
+            semantic_score=self.semantic_score,
+            distance=self.distance,
+            text_score=self.text_score,
+            recency_score=self.recency_score,
+            vector_rank=self.vector_rank,
+            text_rank=self.text_rank,
+        )
+        return out
+
+
+def _jsonable(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in d.items()}

@@ -1,0 +1,132 @@
+"""SQL statements of the repository layer, kept together so a reader can paste them into psql.
+
+Rows travel as one ``jsonb`` array per statement (``jsonb_to_recordset``) so a batch of any
+size is one round trip; vectors travel as text literals and are cast to ``vector``.
+"""
+
+from __future__ import annotations
+
+NOTE_COLUMNS = (
+    "id, user_id, session_id, content, keywords, tags, context, category, memory_type, metadata, "
+    "importance, created_at, updated_at, last_accessed_at, access_count"
+)
+
+RECORDSET = """
+jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
+    id uuid, user_id text, session_id text, content text, keywords text[], tags text[],
+    context text, category text, memory_type text, metadata jsonb, importance real,
+    created_at timestamptz, embedding text)
+"""
+
+FIND_EXISTING = """
+SELECT x.user_id, x.session_id, x.content_hash, x.id, x.tier
+FROM (
+    SELECT n.user_id, n.session_id, n.content_hash, n.id, 'ltm' AS tier
+    FROM cortex.notes n
+    JOIN unnest(CAST(:users AS text[]), CAST(:sessions AS text[]), CAST(:hashes AS text[]))
+         AS k(user_id, session_id, content_hash)
+      ON n.user_id = k.user_id AND n.session_id = k.session_id AND n.content_hash = k.content_hash
+    WHERE n.merged_into IS NULL
+    UNION ALL
+    SELECT s.user_id, s.session_id, s.content_hash, s.id, 'stm'
+    FROM cortex.stm_notes s
+    JOIN unnest(CAST(:users AS text[]), CAST(:sessions AS text[]), CAST(:hashes AS text[]))
+         AS k(user_id, session_id, content_hash)
+      ON s.user_id = k.user_id AND s.session_id = k.session_id AND s.content_hash = k.content_hash
+) x
+"""
+
+LOCK_SCOPES = """
+SELECT pg_advisory_xact_lock(hashtextextended(u || chr(31) || s, 0))
+FROM (SELECT DISTINCT u, s FROM unnest(CAST(:users AS text[]), CAST(:sessions AS text[])) AS t(u, s)
+      ORDER BY 1, 2) scopes
+"""
+
+INSERT_NOTES = f"""
+INSERT INTO cortex.notes (id, user_id, session_id, content, keywords, tags, context, category,
+                          memory_type, metadata, importance, created_at)
+SELECT r.id, r.user_id, r.session_id, r.content, r.keywords, r.tags, r.context, r.category,
+       r.memory_type, r.metadata, r.importance, r.created_at
+FROM {RECORDSET}
+ON CONFLICT DO NOTHING
+RETURNING id
+"""
+
+INSERT_EMBEDDINGS = f"""
+INSERT INTO cortex.embeddings (user_id, note_id, model, session_id, embedding)
+SELECT r.user_id, r.id, :model, r.session_id, CAST(r.embedding AS vector)
+FROM {RECORDSET}
+ON CONFLICT (user_id, note_id, model) DO UPDATE SET embedding = EXCLUDED.embedding, created_at = now()
+"""
+
+INSERT_STM = f"""
+INSERT INTO cortex.stm_notes (id, user_id, session_id, content, keywords, tags, context, category,
+                              memory_type, metadata, importance, created_at, model, embedding)
+SELECT r.id, r.user_id, r.session_id, r.content, r.keywords, r.tags, r.context, r.category,
+       r.memory_type, r.metadata, r.importance, r.created_at, :model, CAST(r.embedding AS vector)
+FROM {RECORDSET}
+ON CONFLICT DO NOTHING
+"""
+
+# LRU eviction: keep the :capacity most recently accessed notes per (user_id, session_id).
+TRIM_STM = """
+DELETE FROM cortex.stm_notes s
+USING (
+    SELECT ranked.user_id, ranked.id
+    FROM (
+        SELECT t.user_id, t.id,
+               row_number() OVER (PARTITION BY t.user_id, t.session_id
+                                  ORDER BY t.last_accessed_at DESC, t.seq DESC) AS rn
+        FROM cortex.stm_notes t
+        JOIN unnest(CAST(:users AS text[]), CAST(:sessions AS text[])) AS k(user_id, session_id)
+          ON t.user_id = k.user_id AND t.session_id = k.session_id
+    ) ranked
+    WHERE ranked.rn > :capacity
+) evicted
+WHERE s.user_id = evicted.user_id AND s.id = evicted.id
+"""
+
+GET_NOTE = f"""
+SELECT {NOTE_COLUMNS}, 'ltm' AS memory_tier, merged_into, evolution_history
+FROM cortex.notes WHERE id = :id AND (CAST(:user_id AS text) IS NULL OR user_id = :user_id)
+UNION ALL
+SELECT {NOTE_COLUMNS}, 'stm', NULL, '[]'::jsonb
+FROM cortex.stm_notes WHERE id = :id AND (CAST(:user_id AS text) IS NULL OR user_id = :user_id)
+"""
+
+TOUCH = """
+WITH ltm AS (
+    UPDATE cortex.notes SET access_count = access_count + 1, last_accessed_at = now()
+    WHERE user_id = :user_id AND id = ANY(CAST(:ids AS uuid[]))
+    RETURNING id
+), stm AS (
+    UPDATE cortex.stm_notes SET access_count = access_count + 1, last_accessed_at = now()
+    WHERE user_id = :user_id AND id = ANY(CAST(:ids AS uuid[]))
+    RETURNING id
+)
+SELECT (SELECT count(*) FROM ltm) + (SELECT count(*) FROM stm)
+"""
+
+SEARCH = """
+WITH hits AS MATERIALIZED (
+    SELECT * FROM cortex.search_notes(
+        p_user_id => :user_id,
+        p_query_embedding => CAST(:embedding AS vector),
+        p_query_text => :query,
+        p_limit => :limit,
+        p_temporal_weight => CAST(:temporal_weight AS real),
+        p_date_from => :date_from,
+        p_date_to => :date_to,
+        p_now => :now,
+        p_session_id => :session_id,
+        p_memory_source => :memory_source,
+        p_model => :model)
+), touched_ltm AS (
+    UPDATE cortex.notes n SET access_count = n.access_count + 1, last_accessed_at = now()
+    FROM hits h WHERE :touch AND n.user_id = h.user_id AND n.id = h.id
+), touched_stm AS (
+    UPDATE cortex.stm_notes s SET access_count = s.access_count + 1, last_accessed_at = now()
+    FROM hits h WHERE :touch AND s.user_id = h.user_id AND s.id = h.id
+)
+SELECT * FROM hits ORDER BY score DESC, id
+"""

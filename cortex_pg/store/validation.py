@@ -1,0 +1,281 @@
+"""Validation at the API boundary: every caller value is checked here, once, before any write.
+
+Rules (each violation raises :class:`~cortex_pg.errors.ValidationError` naming the field):
+    user_id / session_id: text, 1..255 characters, no NUL or other control characters; any
+        other character (colons, spaces, unicode) is stored as given. None -> ``"default"``.
+    content: text, not empty or whitespace-only, no NUL bytes (refused, not stripped: a
+        silently altered memory is worse than an error). At most 1,000,000 characters.
+    keywords / tags: a list (or tuple) of non-empty strings without NUL; duplicates dropped,
+        order kept.
+    metadata: a dict that serialises to JSON (no NUL in keys or strings).
+    importance: a real number in [0, 1].
+    category: a dot path such as ``work.programming.python`` ("/" is accepted as a separator
+        and stored as "."); empty segments are refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import unicodedata
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from cortex_pg.config import DEFAULT_SESSION_ID, DEFAULT_USER_ID
+from cortex_pg.errors import ValidationError
+from cortex_pg.temporal import parse_instant
+
+MAX_ID_LENGTH = 255
+MAX_CONTENT_LENGTH = 1_000_000
+MEMORY_SOURCES = ("all", "ltm", "stm")
+
+
+def _has_control(text: str) -> bool:
+    return any(unicodedata.category(ch) == "Cc" for ch in text)
+
+
+def scope_id(value: object, field: str) -> str:
+    """A validated user_id or session_id (None -> ``"default"``)."""
+    if value is None:
+        return DEFAULT_USER_ID if field.endswith("user_id") else DEFAULT_SESSION_ID
+    if not isinstance(value, str):
+        raise ValidationError(field, f"must be a string, got {type(value).__name__}")
+    if not value:
+        raise ValidationError(field, "must not be empty")
+    if len(value) > MAX_ID_LENGTH:
+        raise ValidationError(field, f"longer than {MAX_ID_LENGTH} characters ({len(value)})")
+    if _has_control(value):
+        raise ValidationError(field, "contains NUL or control characters")
+    return value
+
+
+def optional_scope_id(value: object, field: str) -> str | None:
+    """Like :func:`scope_id` but None stays None (meaning "any session")."""
+    return None if value is None else scope_id(value, field)
+
+
+def note_id(value: object, field: str = "id") -> uuid.UUID:
+    """A note id as UUID; accepts a UUID or its string form."""
+    if isinstance(value, uuid.UUID):
+        return value
+    if isinstance(value, str):
+        try:
+            return uuid.UUID(value.strip())
+        except ValueError:
+            pass
+    raise ValidationError(field, f"{value!r} is not a note id (a UUID)")
+
+
+def content(value: object, field: str = "content") -> str:
+    if not isinstance(value, str):
+        raise ValidationError(field, f"must be a string, got {type(value).__name__}")
+    if "\x00" in value:
+        raise ValidationError(field, "contains NUL bytes (refused; PostgreSQL text cannot hold them)")
+    if not value.strip():
+        raise ValidationError(field, "must not be empty or whitespace-only")
+    if len(value) > MAX_CONTENT_LENGTH:
+        raise ValidationError(field, f"longer than {MAX_CONTENT_LENGTH} characters")
+    return value
+
+
+def string_list(value: object, field: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        raise ValidationError(field, "must be a list of strings")
+    out: list[str] = []
+    for item in value:
+        if not isinstance(item, str):
+            raise ValidationError(field, f"items must be strings, got {type(item).__name__}")
+        item = item.strip()
+        if not item:
+            continue
+        if "\x00" in item:
+            raise ValidationError(field, "contains NUL bytes")
+        if item not in out:
+            out.append(item)
+    return out
+
+
+def metadata(value: object, field: str = "metadata") -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValidationError(field, f"must be a dict, got {type(value).__name__}")
+    try:
+        text = json.dumps(dict(value), default=_json_default, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(field, f"not JSON-serialisable: {exc}") from None
+    if "\\u0000" in text:
+        raise ValidationError(field, "contains NUL characters")
+    return json.loads(text)
+
+
+def _json_default(obj: object) -> object:
+    if isinstance(obj, datetime):
+        return obj.isoformat()
+    if isinstance(obj, uuid.UUID):
+        return str(obj)
+    if isinstance(obj, set | frozenset | tuple):
+        return list(obj)
+    raise TypeError(f"{type(obj).__name__} is not JSON-serialisable")
+
+
+def importance(value: object, field: str = "importance") -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValidationError(field, f"must be a number in [0, 1], got {value!r}")
+    f = float(value)
+    if math.isnan(f) or not 0.0 <= f <= 1.0:
+        raise ValidationError(field, f"must be in [0, 1], got {value!r}")
+    return f
+
+
+_SEGMENT = re.compile(r"^[^\x00-\x1f]+$")
+
+
+def category(value: object, field: str = "category") -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValidationError(field, "must be a string dot path such as work.programming")
+    path = value.strip().replace("/", ".")
+    if not path:
+        return None
+    segments = [s.strip() for s in path.split(".")]
+    if any(not s or not _SEGMENT.match(s) for s in segments):
+        raise ValidationError(field, f"{value!r} is not a dot path (empty or invalid segment)")
+    return ".".join(segments)
+
+
+def short_text(value: object, field: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValidationError(field, f"must be a string, got {type(value).__name__}")
+    if "\x00" in value:
+        raise ValidationError(field, "contains NUL bytes")
+    return value
+
+
+def memory_type(value: object, field: str = "memory_type") -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValidationError(field, "must be a non-empty string")
+    if _has_control(value):
+        raise ValidationError(field, "contains control characters")
+    return value.strip()
+
+
+def limit(value: object, field: str = "limit") -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValidationError(field, f"must be a positive integer, got {value!r}")
+    if value > 10_000:
+        raise ValidationError(field, f"at most 10000, got {value}")
+    return value
+
+
+def unit_interval(value: object, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(float(value)):
+        raise ValidationError(field, f"must be a number in [0, 1], got {value!r}")
+    if not 0.0 <= float(value) <= 1.0:
+        raise ValidationError(field, f"must be in [0, 1], got {value!r}")
+    return float(value)
+
+
+def memory_source(value: object) -> str:
+    if value not in MEMORY_SOURCES:
+        raise ValidationError("memory_source", f"must be one of {', '.join(MEMORY_SOURCES)}; got {value!r}")
+    return value  # type: ignore[return-value]
+
+
+def content_hash(text: str) -> str:
+    """Hex SHA-256 of the UTF-8 content; the same as the ``cortex.set_note_derived`` trigger."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class NewNote:
+    """A validated note ready to insert."""
+
+    id: uuid.UUID
+    user_id: str
+    session_id: str
+    content: str
+    content_hash: str
+    keywords: list[str]
+    tags: list[str]
+    context: str | None
+    category: str | None
+    memory_type: str
+    metadata: dict[str, Any]
+    importance: float
+    created_at: datetime
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "id": str(self.id),
+            "user_id": self.user_id,
+            "session_id": self.session_id,
+            "content": self.content,
+            "keywords": self.keywords,
+            "tags": self.tags,
+            "context": self.context,
+            "category": self.category,
+            "memory_type": self.memory_type,
+            "metadata": self.metadata,
+            "importance": self.importance,
+            "created_at": self.created_at.isoformat(),
+        }
+
+
+NOTE_FIELDS = (
+    "content",
+    "user_id",
+    "session_id",
+    "time",
+    "keywords",
+    "tags",
+    "context",
+    "category",
+    "metadata",
+    "importance",
+    "memory_type",
+)
+
+
+def new_note(
+    item: Mapping[str, Any],
+    *,
+    default_user_id: str | None = None,
+    default_session_id: str | None = None,
+    prefix: str = "",
+) -> NewNote:
+    """Validate one note given as a mapping with the keys of :data:`NOTE_FIELDS`.
+
+    ``time`` may also be given as ``created_at``. ``prefix`` is prepended to field names in
+    errors (e.g. ``"items[3]."``).
+    """
+    unknown = set(item) - set(NOTE_FIELDS) - {"created_at"}
+    if unknown:
+        raise ValidationError(prefix + sorted(unknown)[0], f"unknown note field; known: {', '.join(NOTE_FIELDS)}")
+    when = item.get("time", item.get("created_at"))
+    text = content(item.get("content"), prefix + "content")
+    return NewNote(
+        id=uuid.uuid4(),
+        user_id=scope_id(item.get("user_id", default_user_id), prefix + "user_id"),
+        session_id=scope_id(item.get("session_id", default_session_id), prefix + "session_id"),
+        content=text,
+        content_hash=content_hash(text),
+        keywords=string_list(item.get("keywords"), prefix + "keywords"),
+        tags=string_list(item.get("tags"), prefix + "tags"),
+        context=short_text(item.get("context"), prefix + "context"),
+        category=category(item.get("category"), prefix + "category"),
+        memory_type=memory_type(item.get("memory_type", "note"), prefix + "memory_type"),
+        metadata=metadata(item.get("metadata"), prefix + "metadata"),
+        importance=importance(item.get("importance", 0.5), prefix + "importance"),
+        created_at=parse_instant(when, prefix + "time") or datetime.now(UTC),
+    )

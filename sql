@@ -1,0 +1,1 @@
+cortex_pg/sql
