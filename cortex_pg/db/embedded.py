@@ -8,6 +8,7 @@ the server as the ``pgserver`` system user and makes the directory's parents tra
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import warnings
 from pathlib import Path
@@ -66,10 +67,8 @@ def _ensure_database(socket_dir: str) -> None:
     with psycopg.connect(host=socket_dir, user="postgres", dbname="postgres", autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE_NAME,)).fetchone()
         if not exists:
-            try:
+            with contextlib.suppress(psycopg.errors.DuplicateDatabase):  # another process was first
                 conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
-            except psycopg.errors.DuplicateDatabase:
-                pass  # another process created it first
 
 
 def is_running(data_dir: Path) -> bool:

@@ -112,7 +112,12 @@ class Note(_NoteFields, Base):
             unique=True,
             postgresql_where=text("merged_into IS NULL"),
         ),
-        Index("ix_notes_metadata", "metadata", postgresql_using="gin", postgresql_ops={"metadata": "jsonb_path_ops"}),
+        Index(
+            "ix_notes_metadata",
+            "metadata",
+            postgresql_using="gin",
+            postgresql_ops={"metadata": "jsonb_path_ops"},
+        ),
     )
 
 
@@ -156,9 +161,7 @@ class Embedding(Base):
 
     __table_args__ = (
         PrimaryKeyConstraint("user_id", "note_id", "model"),
-        ForeignKeyConstraint(
-            ["user_id", "note_id"], ["notes.user_id", "notes.id"], ondelete="CASCADE"
-        ),
+        ForeignKeyConstraint(["user_id", "note_id"], ["notes.user_id", "notes.id"], ondelete="CASCADE"),
         Index("ix_embeddings_model_user", "model", "user_id"),
     )
 

@@ -36,7 +36,9 @@ class OpenAIEmbedder:
         try:
             import openai
         except ImportError as exc:  # pragma: no cover - depends on the install
-            raise CortexPGError("the openai package is not installed; pip install 'cortex-pg[openai]'") from exc
+            raise CortexPGError(
+                "the openai package is not installed; pip install 'cortex-pg[openai]'"
+            ) from exc
         resolved_dim = dim or _KNOWN_DIMS.get(model)
         if resolved_dim is None:
             raise CortexPGError(f"unknown dimension for embedding model {model!r}; pass dim=")

@@ -34,8 +34,17 @@ from cortex_pg.store import sql, validation
 from cortex_pg.store.records import Note, SearchResult
 from cortex_pg.temporal import parse_instant
 
-UPDATABLE_FIELDS = ("content", "keywords", "tags", "context", "category", "metadata", "importance",
-                    "memory_type", "time")
+UPDATABLE_FIELDS = (
+    "content",
+    "keywords",
+    "tags",
+    "context",
+    "category",
+    "metadata",
+    "importance",
+    "memory_type",
+    "time",
+)
 
 
 def vector_literal(vec: Sequence[float]) -> str:
@@ -143,9 +152,7 @@ class MemoryStore:
                         f"{name!r} produces vectors that are not comparable with them; use "
                         f"{active.model!r} or re-embed the notes first"
                     )
-            conn.execute(
-                text("SELECT cortex.register_embedding_model(:m, :d, true)"), {"m": name, "d": dim}
-            )
+            conn.execute(text("SELECT cortex.register_embedding_model(:m, :d, true)"), {"m": name, "d": dim})
 
     # ------------------------------------------------------------------ writes
     def add(
@@ -183,11 +190,19 @@ class MemoryStore:
             ValidationError: any bad argument (nothing is stored).
         """
         item = {
-            "content": content, "user_id": user_id, "session_id": session_id, "time": time,
-            "keywords": keywords, "tags": tags, "context": context, "category": category,
-            "metadata": metadata, "importance": importance, "memory_type": memory_type,
+            "content": content,
+            "user_id": user_id,
+            "session_id": session_id,
+            "time": time,
+            "keywords": keywords,
+            "tags": tags,
+            "context": context,
+            "category": category,
+            "metadata": metadata,
+            "importance": importance,
+            "memory_type": memory_type,
         }
-        return self.add_many([item], to_stm=to_stm)[0]
+        return self._store([validation.new_note(item)], to_stm=to_stm)[0]
 
     def add_many(
         self,
@@ -217,13 +232,25 @@ class MemoryStore:
                 nothing from the call is stored.
         """
         notes = [
-            validation.new_note(item, default_user_id=user_id, default_session_id=session_id,
-                                prefix=f"items[{i}].")
+            validation.new_note(
+                item, default_user_id=user_id, default_session_id=session_id, prefix=f"items[{i}]."
+            )
             for i, item in enumerate(_as_list(items))
         ]
+        return self._store(notes, to_stm=to_stm, batch_size=batch_size, progress=progress)
+
+    def _store(
+        self,
+        notes: list[validation.NewNote],
+        *,
+        to_stm: bool,
+        batch_size: int = 256,
+        progress: Callable[[int], None] | None = None,
+    ) -> list[str]:
+        batch_size = validation.limit(batch_size, "batch_size")
         ids: list[str] = []
         with self.engine.begin() as conn, translate_db_errors():
-            for start in range(0, len(notes), validation.limit(batch_size, "batch_size")):
+            for start in range(0, len(notes), batch_size):
                 batch = notes[start : start + batch_size]
                 ids.extend(self._insert_batch(conn, batch, to_stm))
                 if progress:
@@ -234,7 +261,9 @@ class MemoryStore:
         scopes = {"users": [n.user_id for n in batch], "sessions": [n.session_id for n in batch]}
         conn.execute(text(sql.LOCK_SCOPES), scopes)
         existing: dict[tuple[str, str, str], tuple[str, str]] = {}
-        for row in conn.execute(text(sql.FIND_EXISTING), {**scopes, "hashes": [n.content_hash for n in batch]}):
+        for row in conn.execute(
+            text(sql.FIND_EXISTING), {**scopes, "hashes": [n.content_hash for n in batch]}
+        ):
             key = (row.user_id, row.session_id, row.content_hash)
             if key not in existing or row.tier == "ltm":
                 existing[key] = (str(row.id), row.tier)
@@ -272,8 +301,12 @@ class MemoryStore:
             raise EmbeddingModelError(f"embedder returned {len(vectors)} vectors for {expected} texts")
         for v in vectors:
             if len(v) != self.embedder.dim:
-                raise EmbeddingDimensionError(self.embedder.name, self.embedder.dim, len(v),
-                                              "the embedder returned a vector of another size")
+                raise EmbeddingDimensionError(
+                    self.embedder.name,
+                    self.embedder.dim,
+                    len(v),
+                    "the embedder returned a vector of another size",
+                )
 
     def update(self, id: str | uuid.UUID, *, user_id: str | None = None, **fields: Any) -> Note:
         """Change fields of a note (both tiers); returns the updated note.
@@ -300,7 +333,9 @@ class MemoryStore:
                     raise ImmutableFieldError(scope_field, "cannot be changed after a note is stored")
         unknown = set(fields) - set(UPDATABLE_FIELDS)
         if unknown:
-            raise ValidationError(sorted(unknown)[0], f"not an updatable field; use one of {', '.join(UPDATABLE_FIELDS)}")
+            raise ValidationError(
+                sorted(unknown)[0], f"not an updatable field; use one of {', '.join(UPDATABLE_FIELDS)}"
+            )
         sets: dict[str, Any] = {}
         if "content" in fields:
             sets["content"] = validation.content(fields["content"])
@@ -332,7 +367,9 @@ class MemoryStore:
         if meta_patch is not None:
             drop = [k for k, v in meta_patch.items() if v is None]
             keep = {k: v for k, v in meta_patch.items() if v is not None}
-            assignments.append("metadata = (metadata || CAST(:meta_patch AS jsonb)) - CAST(:meta_drop AS text[])")
+            assignments.append(
+                "metadata = (metadata || CAST(:meta_patch AS jsonb)) - CAST(:meta_drop AS text[])"
+            )
             params["meta_patch"] = json.dumps(keep)
             params["meta_drop"] = drop
         if assignments:
@@ -340,17 +377,23 @@ class MemoryStore:
             set_sql = ", ".join(assignments)
             with self.engine.begin() as conn, translate_db_errors():
                 for table in ("cortex.notes", "cortex.stm_notes"):
-                    conn.execute(text(f"UPDATE {table} SET {set_sql} WHERE user_id = :user_id AND id = :id"), params)
+                    conn.execute(
+                        text(f"UPDATE {table} SET {set_sql} WHERE user_id = :user_id AND id = :id"), params
+                    )
                 if vector is not None:
                     lit = vector_literal(vector[0])
                     conn.execute(
-                        text("UPDATE cortex.embeddings SET embedding = CAST(:v AS vector), created_at = now() "
-                             "WHERE user_id = :user_id AND note_id = :id AND model = :m"),
+                        text(
+                            "UPDATE cortex.embeddings SET embedding = CAST(:v AS vector), created_at = now() "
+                            "WHERE user_id = :user_id AND note_id = :id AND model = :m"
+                        ),
                         {"v": lit, "user_id": uid, "id": nid, "m": self.embedder.name},
                     )
                     conn.execute(
-                        text("UPDATE cortex.stm_notes SET embedding = CAST(:v AS vector), model = :m "
-                             "WHERE user_id = :user_id AND id = :id"),
+                        text(
+                            "UPDATE cortex.stm_notes SET embedding = CAST(:v AS vector), model = :m "
+                            "WHERE user_id = :user_id AND id = :id"
+                        ),
                         {"v": lit, "user_id": uid, "id": nid, "m": self.embedder.name},
                     )
         return self.get(nid, user_id=uid)
@@ -478,15 +521,26 @@ class MemoryStore:
         vector = self.embedder.embed([query])
         self._check_vectors(vector, 1)
         params = {
-            "user_id": uid, "embedding": vector_literal(vector[0]), "query": query, "limit": lim,
-            "temporal_weight": weight, "date_from": d_from, "date_to": d_to, "now": at,
-            "session_id": sid, "memory_source": source, "model": self.embedder.name, "touch": touch,
+            "user_id": uid,
+            "embedding": vector_literal(vector[0]),
+            "query": query,
+            "limit": lim,
+            "temporal_weight": weight,
+            "date_from": d_from,
+            "date_to": d_to,
+            "now": at,
+            "session_id": sid,
+            "memory_source": source,
+            "model": self.embedder.name,
+            "touch": touch,
         }
         with self.engine.begin() as conn, translate_db_errors():
             rows = conn.execute(text(sql.SEARCH), params).mappings().all()
         return [result_from_row(r) for r in rows]
 
-    def count(self, *, user_id: str | None = None, session_id: str | None = None, memory_source: str = "ltm") -> int:
+    def count(
+        self, *, user_id: str | None = None, session_id: str | None = None, memory_source: str = "ltm"
+    ) -> int:
         """Number of current (not merged) notes of a user (and session) in one tier."""
         uid = validation.scope_id(user_id, "user_id")
         sid = validation.optional_scope_id(session_id, "session_id")
@@ -508,28 +562,35 @@ class MemoryStore:
         nid = validation.note_id(id)
         uid = validation.optional_scope_id(user_id, "user_id")
         with self.engine.connect() as conn, translate_db_errors():
-            rows = conn.execute(
-                text("SELECT op, old, new, changed_at FROM cortex.note_history WHERE note_id = :id "
-                     "AND (CAST(:u AS text) IS NULL OR user_id = :u) ORDER BY id"),
-                {"id": nid, "u": uid},
-            ).mappings().all()
+            rows = (
+                conn.execute(
+                    text(
+                        "SELECT op, old, new, changed_at FROM cortex.note_history WHERE note_id = :id "
+                        "AND (CAST(:u AS text) IS NULL OR user_id = :u) ORDER BY id"
+                    ),
+                    {"id": nid, "u": uid},
+                )
+                .mappings()
+                .all()
+            )
         return [dict(r) for r in rows]
 
     def stats(self, *, user_id: str | None = None) -> dict[str, Any]:
         """Counts for the whole store, or for one user: notes per tier, users, sessions, embeddings."""
         uid = validation.optional_scope_id(user_id, "user_id")
-        q = """
+        mine = "(CAST(:u AS text) IS NULL OR user_id = :u)"
+        q = f"""
         SELECT
-          (SELECT count(*) FROM cortex.notes WHERE merged_into IS NULL AND (CAST(:u AS text) IS NULL OR user_id = :u)) AS ltm_notes,
-          (SELECT count(*) FROM cortex.stm_notes WHERE CAST(:u AS text) IS NULL OR user_id = :u) AS stm_notes,
-          (SELECT count(DISTINCT user_id) FROM cortex.notes WHERE CAST(:u AS text) IS NULL OR user_id = :u) AS users,
+          (SELECT count(*) FROM cortex.notes WHERE merged_into IS NULL AND {mine}) AS ltm_notes,
+          (SELECT count(*) FROM cortex.stm_notes WHERE {mine}) AS stm_notes,
+          (SELECT count(DISTINCT user_id) FROM cortex.notes WHERE {mine}) AS users,
           (SELECT count(*) FROM (SELECT DISTINCT user_id, session_id FROM cortex.notes
-                                 WHERE CAST(:u AS text) IS NULL OR user_id = :u) s) AS sessions,
-          (SELECT count(*) FROM cortex.note_links WHERE CAST(:u AS text) IS NULL OR user_id = :u) AS links,
-          (SELECT count(*) FROM cortex.note_history WHERE CAST(:u AS text) IS NULL OR user_id = :u) AS history_rows,
-          (SELECT coalesce(jsonb_object_agg(model, n), '{}') FROM (
+                                 WHERE {mine}) s) AS sessions,
+          (SELECT count(*) FROM cortex.note_links WHERE {mine}) AS links,
+          (SELECT count(*) FROM cortex.note_history WHERE {mine}) AS history_rows,
+          (SELECT coalesce(jsonb_object_agg(model, n), '{{}}') FROM (
               SELECT model, count(*) AS n FROM cortex.embeddings
-              WHERE CAST(:u AS text) IS NULL OR user_id = :u GROUP BY model) e) AS embeddings,
+              WHERE {mine} GROUP BY model) e) AS embeddings,
           (SELECT model FROM cortex.embedding_models WHERE active) AS active_model,
           pg_database_size(current_database()) AS database_bytes
         """
@@ -577,7 +638,7 @@ def _known_revisions() -> set[str]:
 
 
 def _as_list(items: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    if isinstance(items, Mapping) or isinstance(items, str):
+    if isinstance(items, (Mapping, str)):
         raise ValidationError("items", "must be an iterable of note mappings")
     out = list(items)
     for i, item in enumerate(out):

@@ -261,7 +261,9 @@ def new_note(
     """
     unknown = set(item) - set(NOTE_FIELDS) - {"created_at"}
     if unknown:
-        raise ValidationError(prefix + sorted(unknown)[0], f"unknown note field; known: {', '.join(NOTE_FIELDS)}")
+        raise ValidationError(
+            prefix + sorted(unknown)[0], f"unknown note field; known: {', '.join(NOTE_FIELDS)}"
+        )
     when = item.get("time", item.get("created_at"))
     text = content(item.get("content"), prefix + "content")
     return NewNote(

@@ -1,0 +1,160 @@
+"""add / get / update / delete / delete_where / history on a real database."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from cortex_pg import ImmutableFieldError, NotFoundError, ValidationError
+
+
+def test_add_and_get_round_trip(store):
+    nid = store.add(
+        "Alice moved to Lisbon in March",
+        user_id="alice",
+        session_id="s1",
+        time="2024-03-01T09:30:00+02:00",
+        keywords=["move", "Lisbon"],
+        tags=["life"],
+        context="relocation",
+        category="life/places",
+        metadata={"source": "chat", "n": 3},
+        importance=0.8,
+    )
+    note = store.get(nid, user_id="alice")
+    assert note.content == "Alice moved to Lisbon in March"
+    assert note.user_id == "alice" and note.session_id == "s1"
+    assert note.created_at == datetime(2024, 3, 1, 7, 30, tzinfo=UTC)
+    assert note.keywords == ["move", "Lisbon"] and note.tags == ["life"]
+    assert note.category == "life.places"
+    assert note.metadata == {"source": "chat", "n": 3}
+    assert note.importance == pytest.approx(0.8)
+    assert note.memory_tier == "ltm"
+
+
+def test_naive_time_is_utc(store):
+    nid = store.add("naive time note", time="2023-05-08T13:56:00")
+    assert store.get(nid).created_at == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+
+
+def test_get_other_tenant_is_not_found(store):
+    nid = store.add("secret of alice", user_id="alice")
+    with pytest.raises(NotFoundError):
+        store.get(nid, user_id="bob")
+
+
+def test_update_merges_metadata_and_reembeds(store):
+    nid = store.add("the cat sleeps on the sofa", user_id="u", metadata={"a": 1, "b": 2})
+    before = store.search("quantum chromodynamics lecture", user_id="u", touch=False)[0]
+    updated = store.update(nid, user_id="u", content="quantum chromodynamics lecture notes", metadata={"b": None, "c": 3})
+    assert updated.content == "quantum chromodynamics lecture notes"
+    assert updated.metadata == {"a": 1, "c": 3}
+    after = store.search("quantum chromodynamics lecture", user_id="u", touch=False)[0]
+    assert after.id == nid
+    assert after.semantic_score > before.semantic_score + 0.3  # the embedding was recomputed
+    # the STM copy follows
+    stm = store.search("quantum chromodynamics", user_id="u", memory_source="stm", touch=False)
+    assert stm[0].content == "quantum chromodynamics lecture notes"
+
+
+def test_update_refuses_scope_change_and_unknown_fields(store):
+    nid = store.add("note", user_id="u", session_id="s")
+    with pytest.raises(ImmutableFieldError) as err:
+        store.update(nid, user_id="u", session_id="other")
+    assert err.value.field == "session_id"
+    with pytest.raises(ValidationError) as err2:
+        store.update(nid, user_id="u", colour="red")
+    assert err2.value.field == "colour"
+    with pytest.raises(ValidationError):
+        store.update(nid, user_id="u", importance=3)
+    assert store.get(nid).importance == pytest.approx(0.5)
+    # same session_id is allowed (not a change)
+    assert store.update(nid, user_id="u", session_id="s", tags=["x"]).tags == ["x"]
+
+
+def test_history_records_every_change(store):
+    nid = store.add("first version", user_id="h")
+    store.update(nid, user_id="h", content="second version", importance=0.9)
+    store.search("version", user_id="h")  # access bookkeeping is not a change
+    assert store.delete(nid, user_id="h") is True
+    ops = [row["op"] for row in store.history(nid, user_id="h")]
+    assert ops == ["insert", "update", "delete"]
+    upd = store.history(nid)[1]
+    assert upd["old"]["content"] == "first version" and upd["new"]["content"] == "second version"
+    assert set(upd["new"]) == {"content", "content_hash", "importance"}
+
+
+def test_delete_and_delete_where_counts(store):
+    a = store.add("a1", user_id="a", session_id="s1")
+    store.add("a2", user_id="a", session_id="s1")
+    store.add("a3", user_id="a", session_id="s2")
+    store.add("b1", user_id="b", session_id="s1")
+    assert store.delete(a, user_id="a") is True
+    assert store.delete(a, user_id="a") is False
+    with pytest.raises(NotFoundError):
+        store.get(a)
+    assert store.delete_where(user_id="a", session_id="s1") == 1
+    assert store.delete_where(user_id="a") == 1
+    assert store.delete_where(user_id="a") == 0
+    assert store.count(user_id="b") == 1
+
+
+def test_duplicate_content_is_a_noop(store, monkeypatch):
+    first = store.add("exactly the same words", user_id="d", session_id="s")
+    calls = []
+    original = store.embedder.embed
+    monkeypatch.setattr(store.embedder, "embed", lambda texts: calls.append(texts) or original(texts))
+    again = store.add("exactly the same words", user_id="d", session_id="s")
+    assert again == first
+    assert calls == []  # caught before embedding
+    assert store.count(user_id="d") == 1
+    # another session or user is a different note
+    assert store.add("exactly the same words", user_id="d", session_id="t") != first
+    assert store.add("exactly the same words", user_id="e", session_id="s") != first
+
+
+def test_add_many_batches_and_dedupes(store):
+    items = [{"content": f"note number {i}", "user_id": "m"} for i in range(30)]
+    items.append({"content": "note number 3", "user_id": "m"})
+    ids = store.add_many(items, batch_size=7)
+    assert len(ids) == 31 and ids[30] == ids[3]
+    assert len(set(ids)) == 30
+    assert store.count(user_id="m") == 30
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"content": ""}, "content"),
+        ({"content": "   \n\t"}, "content"),
+        ({"content": "nul\x00byte"}, "content"),
+        ({"content": "ok", "time": "not a time"}, "time"),
+        ({"content": "ok", "importance": 1.5}, "importance"),
+        ({"content": "ok", "user_id": "bad\x01id"}, "user_id"),
+        ({"content": "ok", "user_id": "x" * 256}, "user_id"),
+        ({"content": "ok", "keywords": "not-a-list"}, "keywords"),
+        ({"content": "ok", "metadata": {"x": object()}}, "metadata"),
+        ({"content": "ok", "category": "a..b"}, "category"),
+    ],
+)
+def test_bad_input_is_refused_and_stores_nothing(store, kwargs, field):
+    with pytest.raises(ValidationError) as err:
+        store.add(**kwargs)
+    assert err.value.field == field
+    assert store.stats()["ltm_notes"] == 0 and store.stats()["stm_notes"] == 0
+
+
+def test_add_many_is_all_or_nothing(store):
+    with pytest.raises(ValidationError) as err:
+        store.add_many([{"content": "good"}, {"content": ""}])
+    assert err.value.field == "items[1].content"
+    assert store.stats()["ltm_notes"] == 0
+
+
+def test_ids_with_any_printable_characters_are_kept(store):
+    uid = "org:42 / Ünïcode user"
+    nid = store.add("hello", user_id=uid, session_id="a session: 1")
+    note = store.get(nid)
+    assert note.user_id == uid and note.session_id == "a session: 1"
+    assert store.search("hello", user_id=uid)[0].id == nid
