@@ -47,7 +47,9 @@ def test_get_other_tenant_is_not_found(store):
 def test_update_merges_metadata_and_reembeds(store):
     nid = store.add("the cat sleeps on the sofa", user_id="u", metadata={"a": 1, "b": 2})
     before = store.search("quantum chromodynamics lecture", user_id="u", touch=False)[0]
-    updated = store.update(nid, user_id="u", content="quantum chromodynamics lecture notes", metadata={"b": None, "c": 3})
+    updated = store.update(
+        nid, user_id="u", content="quantum chromodynamics lecture notes", metadata={"b": None, "c": 3}
+    )
     assert updated.content == "quantum chromodynamics lecture notes"
     assert updated.metadata == {"a": 1, "c": 3}
     after = store.search("quantum chromodynamics lecture", user_id="u", touch=False)[0]

@@ -78,7 +78,8 @@ USING (
                row_number() OVER (PARTITION BY t.user_id, t.session_id
                                   ORDER BY t.last_accessed_at DESC, t.seq DESC) AS rn
         FROM cortex.stm_notes t
-        JOIN unnest(CAST(:users AS text[]), CAST(:sessions AS text[])) AS k(user_id, session_id)
+        JOIN (SELECT DISTINCT * FROM unnest(CAST(:users AS text[]), CAST(:sessions AS text[])))
+             AS k(user_id, session_id)
           ON t.user_id = k.user_id AND t.session_id = k.session_id
     ) ranked
     WHERE ranked.rn > :capacity

@@ -1,0 +1,148 @@
+"""LoCoMo evidence recall@k of cortex-pg's hybrid search, plus ingest rate and search latency.
+
+Usage:
+    python benchmarks/locomo_recall.py ../shared/data/locomo-dev.json [--k 5 10 25 50]
+        [--embedder minilm|hashing] [--limit-conversations N] [--temporal-weight W]
+
+Every conversation is ingested through the public API (``MemoryStore.add_many``; one user per
+conversation, one note per turn) into a fresh database (``DATABASE_URL`` when set, else a
+temporary embedded server), then every question is asked with ``now`` = the conversation's
+last session time. Scoring follows the data's README: evidence ids are split on ";" and
+whitespace and stripped; ids that name no turn of the conversation are dropped; questions left
+with no evidence are skipped. recall@k = |evidence among the top-k turns| / |evidence|,
+averaged over questions (overall and per category: 1 multi-hop, 2 temporal, 3 open-domain,
+4 single-hop, 5 adversarial).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from cortex_pg.db import embedded
+from cortex_pg.ingest import read_locomo
+from cortex_pg.store import MemoryStore
+
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+
+
+def evidence_ids(raw: list[str], known: set[str]) -> list[str]:
+    """Valid evidence turn ids of a question (see the module doc)."""
+    out: list[str] = []
+    for entry in raw or []:
+        for part in re.split(r"[;\s]+", str(entry)):
+            part = part.strip()
+            if part in known and part not in out:
+                out.append(part)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("path", type=Path)
+    ap.add_argument("--k", type=int, nargs="+", default=[5, 10, 25, 50])
+    ap.add_argument("--embedder", default="minilm")
+    ap.add_argument("--limit-conversations", type=int, default=None)
+    ap.add_argument("--temporal-weight", type=float, default=0.0)
+    ap.add_argument("--database-url", default=None)
+    args = ap.parse_args(argv)
+
+    conversations = list(read_locomo(args.path))[: args.limit_conversations]
+    tmp = None
+    url = args.database_url
+    if url is None:
+        import os
+
+        url = os.environ.get("DATABASE_URL")
+    if url is None:
+        tmp = Path(tempfile.mkdtemp(prefix="cortex-pg-locomo-"))
+        url = embedded.start(tmp)
+    try:
+        store = MemoryStore.open(url, embedder=args.embedder, auto_migrate=True)
+        return run(store, conversations, args)
+    finally:
+        if tmp is not None:
+            embedded.stop(tmp)
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run(store: MemoryStore, conversations, args) -> int:  # noqa: ANN001
+    max_k = max(args.k)
+    # warm the model so the first batch does not carry its load time
+    store.embedder.embed(["warm up"])
+    n_notes = 0
+    t0 = time.perf_counter()
+    id_to_dia: dict[str, str] = {}
+    for conv in conversations:
+        ids = store.add_many(conv.items, to_stm=True)
+        for nid, item in zip(ids, conv.items, strict=True):
+            id_to_dia.setdefault(nid, item["metadata"]["dia_id"])
+        n_notes += len(conv.items)
+    ingest_s = time.perf_counter() - t0
+
+    recalls: dict[int, list[float]] = defaultdict(list)
+    per_cat: dict[tuple[int, int], list[float]] = defaultdict(list)
+    latencies: list[float] = []
+    skipped = 0
+    for conv in conversations:
+        known = {item["metadata"]["dia_id"] for item in conv.items}
+        for qa in conv.qa:
+            ev = evidence_ids(qa.get("evidence", []), known)
+            if not ev:
+                skipped += 1
+                continue
+            t = time.perf_counter()
+            results = store.search(
+                qa["question"],
+                user_id=conv.sample_id,
+                limit=max_k,
+                now=conv.last_time,
+                temporal_weight=args.temporal_weight,
+                touch=False,
+            )
+            latencies.append((time.perf_counter() - t) * 1000)
+            ranked = [id_to_dia.get(r.id) for r in results]
+            for k in args.k:
+                top = set(ranked[:k])
+                value = sum(1 for e in ev if e in top) / len(ev)
+                recalls[k].append(value)
+                per_cat[(int(qa.get("category", 0)), k)].append(value)
+
+    print(
+        f"conversations: {len(conversations)}  notes: {n_notes}  questions scored: {len(recalls[args.k[0]])}"
+        f"  skipped (no valid evidence): {skipped}  embedder: {store.embedder.name}"
+    )
+    header = "category".ljust(16) + "".join(f"R@{k}".rjust(8) for k in args.k) + "       n"
+    print(header)
+    print("-" * len(header))
+    for cat, name in CATEGORIES.items():
+        vals = [per_cat.get((cat, k), []) for k in args.k]
+        if not vals[0]:
+            continue
+        print(
+            f"{cat} {name}".ljust(16)
+            + "".join(f"{100 * statistics.mean(v):8.1f}" for v in vals)
+            + f"{len(vals[0]):8d}"
+        )
+    print(
+        "overall".ljust(16)
+        + "".join(f"{100 * statistics.mean(recalls[k]):8.1f}" for k in args.k)
+        + f"{len(recalls[args.k[0]]):8d}"
+    )
+    lat = sorted(latencies)
+    p50 = lat[len(lat) // 2]
+    p95 = lat[min(len(lat) - 1, int(len(lat) * 0.95))]
+    print(f"ingest: {n_notes / ingest_s:.1f} notes/s ({ingest_s:.1f} s, embedding included)")
+    print(f"search: p50 {p50:.1f} ms  p95 {p95:.1f} ms  (limit {max_k}, embedding the query included)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

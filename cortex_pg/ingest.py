@@ -1,0 +1,100 @@
+"""Readers that turn files into note items for :meth:`MemoryStore.add_many`.
+
+* plain text: one note per paragraph (blocks separated by blank lines);
+* LoCoMo JSON (Maharana et al., 2024): one note per dialogue turn, content
+  ``"<speaker>: <text>"`` plus ``" [shares a photo: <caption>]"`` when the turn has an image
+  caption, ``time`` = the session's ``date_time`` (taken as UTC) plus the turn's index in
+  seconds (so turns keep their order), metadata ``speaker``, ``dia_id``, ``session``,
+  ``user_id`` = the sample's ``sample_id``, ``session_id`` = ``session_<N>``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from cortex_pg.errors import ValidationError
+
+LOCOMO_TIME_FORMAT = "%I:%M %p on %d %B, %Y"  # "1:56 pm on 8 May, 2023"
+
+
+def text_items(path: Path) -> list[dict[str, Any]]:
+    """One item per paragraph of a UTF-8 text file (blank-line separated, whitespace-trimmed)."""
+    body = path.read_text(encoding="utf-8")
+    return [{"content": p.strip()} for p in re.split(r"\n\s*\n", body) if p.strip()]
+
+
+def parse_locomo_time(value: str) -> datetime:
+    """LoCoMo's ``session_N_date_time`` ("1:56 pm on 8 May, 2023") as an aware UTC datetime.
+
+    Raises:
+        ValidationError: the text is not in that format.
+    """
+    try:
+        return datetime.strptime(value.strip(), LOCOMO_TIME_FORMAT).replace(tzinfo=UTC)
+    except ValueError:
+        raise ValidationError("date_time", f"{value!r} is not a LoCoMo date_time") from None
+
+
+@dataclass(frozen=True)
+class LocomoConversation:
+    """One LoCoMo sample: its id, its note items, its questions and its last session time."""
+
+    sample_id: str
+    items: list[dict[str, Any]]
+    qa: list[dict[str, Any]]
+    last_time: datetime
+
+
+def read_locomo(path: Path) -> Iterator[LocomoConversation]:
+    """Conversations of a LoCoMo JSON file (a list of samples), in file order."""
+    try:
+        samples = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValidationError("path", f"{path} is not JSON: {exc}") from None
+    if not isinstance(samples, list):
+        raise ValidationError("path", f"{path}: expected a list of LoCoMo samples")
+    for sample in samples:
+        yield _conversation(sample)
+
+
+def _conversation(sample: dict[str, Any]) -> LocomoConversation:
+    conv = sample["conversation"]
+    sample_id = str(sample.get("sample_id") or conv.get("sample_id"))
+    items: list[dict[str, Any]] = []
+    last_time = datetime.min.replace(tzinfo=UTC)
+    sessions = sorted(
+        (int(m.group(1)), key)
+        for key in conv
+        if (m := re.fullmatch(r"session_(\d+)", key)) and isinstance(conv[key], list)
+    )
+    for number, key in sessions:
+        when = conv.get(f"{key}_date_time")
+        if not when:
+            continue
+        start = parse_locomo_time(when)
+        for index, turn in enumerate(conv[key]):
+            text = (turn.get("text") or "").strip()
+            caption = (turn.get("blip_caption") or "").strip()
+            if not text and not caption:
+                continue
+            content = f"{turn['speaker']}: {text}"
+            if caption:
+                content += f" [shares a photo: {caption}]"
+            at = start + timedelta(seconds=index)
+            last_time = max(last_time, at)
+            items.append(
+                {
+                    "content": content,
+                    "user_id": sample_id,
+                    "session_id": key,
+                    "time": at,
+                    "metadata": {"speaker": turn["speaker"], "dia_id": turn.get("dia_id"), "session": number},
+                }
+            )
+    return LocomoConversation(sample_id, items, list(sample.get("qa") or []), last_time)
