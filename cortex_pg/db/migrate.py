@@ -64,3 +64,17 @@ def read_sql(relative: str) -> str:
 
 def has_vector_extension(conn: Connection) -> bool:
     return conn.execute(text("SELECT 1 FROM pg_extension WHERE extname = 'vector'")).first() is not None
+
+
+def include_object(obj, name, type_, reflected, compare_to) -> bool:  # noqa: ANN001
+    """Compare only objects of the cortex schema that the models declare.
+
+    Per-model HNSW indexes (``ix_embeddings_hnsw_*``) and objects created by the SQL files
+    (functions, triggers) are not models; a reflected object with no model counterpart is
+    one of those and is skipped.
+    """
+    if type_ == "table":
+        return getattr(obj, "schema", None) == SCHEMA and name != "alembic_version"
+    if type_ == "index" and name and name.startswith("ix_embeddings_hnsw_"):
+        return False
+    return not (reflected and compare_to is None and type_ in ("index", "unique_constraint"))

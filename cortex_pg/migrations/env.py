@@ -11,24 +11,11 @@ from alembic import context
 from sqlalchemy import text
 
 from cortex_pg.config import SCHEMA
+from cortex_pg.db.migrate import include_object
 from cortex_pg.db.models import Base
 
 config = context.config
 target_metadata = Base.metadata
-
-
-def include_object(obj, name, type_, reflected, compare_to):  # noqa: ANN001
-    """Compare only objects of the cortex schema that the models declare.
-
-    Per-model HNSW indexes (``ix_embeddings_hnsw_*``) and objects created by the SQL files
-    (functions, triggers) are not models; a reflected object with no model counterpart is
-    one of those and is skipped.
-    """
-    if type_ == "table":
-        return getattr(obj, "schema", None) == SCHEMA and name != "alembic_version"
-    if type_ == "index" and name and name.startswith("ix_embeddings_hnsw_"):
-        return False
-    return not (reflected and compare_to is None and type_ in ("index", "unique_constraint"))
 
 
 def _run(connection) -> None:  # noqa: ANN001

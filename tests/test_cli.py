@@ -1,0 +1,131 @@
+"""The cortex-pg command against a real database (and the embedded server across processes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cortex_pg.cli import app
+from cortex_pg.db import embedded
+
+LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.json"
+
+SAMPLE = [
+    {
+        "sample_id": "conv-t",
+        "conversation": {
+            "speaker_a": "Ann",
+            "speaker_b": "Ben",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a cat called Miso."},
+                {"speaker": "Ben", "dia_id": "D1:2", "text": "Lovely! Here is my garden.",
+                 "blip_caption": "a photo of tomato plants"},
+            ],
+            "session_2_date_time": "9:00 am on 20 June, 2023",
+            "session_2": [{"speaker": "Ann", "dia_id": "D2:1", "text": "Miso learned to open doors."}],
+            "session_3_date_time": "10:00 am on 1 July, 2023",
+        },
+        "qa": [],
+    }
+]
+
+
+@pytest.fixture
+def run(db_url):
+    runner = CliRunner()
+
+    def invoke(*args: str):
+        result = runner.invoke(app, ["--embedder", "hashing", *args], env={"DATABASE_URL": db_url},
+                               catch_exceptions=False)
+        return result
+
+    return invoke
+
+
+def test_add_search_json_and_stats(run):
+    r = run("add", "The spare key is under the blue flowerpot", "--user", "cli", "--tags", "home,keys")
+    assert r.exit_code == 0
+    nid = r.stdout.strip()
+    r = run("search", "where is the spare key", "--user", "cli", "--json")
+    data = json.loads(r.stdout)
+    assert data[0]["id"] == nid and data[0]["tags"] == ["home", "keys"]
+    assert "embedding" not in data[0]
+    r = run("stats", "--json")
+    assert json.loads(r.stdout)["ltm_notes"] == 1
+
+
+def test_ingest_text_paragraphs(run, tmp_path):
+    f = tmp_path / "notes.txt"
+    f.write_text("First paragraph\nstill first.\n\n\nSecond paragraph.\n\n  \nThird.\n")
+    r = run("ingest", str(f), "--user", "t")
+    assert r.exit_code == 0 and "ingested 3 notes" in r.stdout
+    r = run("search", "paragraph", "--user", "t", "--json")
+    assert {d["content"] for d in json.loads(r.stdout)} == {"First paragraph\nstill first.", "Second paragraph.", "Third."}
+
+
+def test_ingest_locomo_shape(run, tmp_path):
+    f = tmp_path / "locomo.json"
+    f.write_text(json.dumps(SAMPLE))
+    r = run("ingest", str(f), "--format", "locomo")
+    assert r.exit_code == 0, r.stdout
+    r = run("search", "garden tomato", "--user", "conv-t", "--json", "--limit", "1")
+    top = json.loads(r.stdout)[0]
+    assert top["content"] == "Ben: Lovely! Here is my garden. [shares a photo: a photo of tomato plants]"
+    assert top["metadata"] == {"speaker": "Ben", "dia_id": "D1:2", "session": 1}
+    assert top["session_id"] == "session_1"
+    assert top["created_at"].startswith("2023-05-08T13:56:01")
+    # date window from the CLI
+    r = run("search", "Miso", "--user", "conv-t", "--json", "--from", "2023-06-01", "--to", "2023-07-01")
+    assert [d["metadata"]["dia_id"] for d in json.loads(r.stdout)] == ["D2:1"]
+
+
+@pytest.mark.skipif(not LOCOMO.exists(), reason="LoCoMo data not present")
+def test_ingest_real_locomo_and_find_the_evidence(run):
+    r = run("ingest", str(LOCOMO), "--format", "locomo", "--no-stm")
+    assert r.exit_code == 0 and "for 5 user(s)" in r.stdout
+    r = run("search", "When did Caroline go to the LGBTQ support group?", "--user", "conv-26", "--json")
+    dia = [d["metadata"]["dia_id"] for d in json.loads(r.stdout)]
+    assert "D1:3" in dia  # the annotated evidence turn
+    r = run("search", "LGBTQ support group", "--user", "conv-30", "--json")
+    assert all(d["user_id"] == "conv-30" for d in json.loads(r.stdout))
+
+
+def test_errors_are_one_line_and_exit_2(run):
+    r = run("search", "x", "--limit", "0")
+    assert r.exit_code == 2 and "limit" in r.stderr
+    r = run("add", "   ")
+    assert r.exit_code == 2 and "content" in r.stderr
+
+
+def test_embedded_server_is_shared_by_processes_and_stopped_by_cli():
+    home = Path(tempfile.mkdtemp(prefix="cortex-pg-cli-"))
+    env = {**os.environ, "CORTEX_PG_HOME": str(home), "CORTEX_PG_EMBEDDER": "hashing"}
+    env.pop("DATABASE_URL", None)
+    cli = [sys.executable, "-m", "cortex_pg"]
+    try:
+        out = subprocess.run([*cli, "add", "written by process one", "-u", "p"], env=env, capture_output=True,
+                             text=True, check=True)
+        nid = out.stdout.strip()
+        assert embedded.is_running(home)  # left running for other processes
+        out = subprocess.run([*cli, "search", "process one", "-u", "p", "--json"], env=env, capture_output=True,
+                             text=True, check=True)
+        assert json.loads(out.stdout)[0]["id"] == nid
+        out = subprocess.run([*cli, "db", "stop"], env=env, capture_output=True, text=True, check=True)
+        assert "stopped" in out.stdout
+        assert not embedded.is_running(home)
+        # started again on demand, data intact
+        out = subprocess.run([*cli, "search", "process one", "-u", "p", "--json"], env=env, capture_output=True,
+                             text=True, check=True)
+        assert json.loads(out.stdout)[0]["id"] == nid
+    finally:
+        embedded.stop(home)
+        shutil.rmtree(home, ignore_errors=True)
