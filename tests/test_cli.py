@@ -27,8 +27,12 @@ SAMPLE = [
             "session_1_date_time": "1:56 pm on 8 May, 2023",
             "session_1": [
                 {"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a cat called Miso."},
-                {"speaker": "Ben", "dia_id": "D1:2", "text": "Lovely! Here is my garden.",
-                 "blip_caption": "a photo of tomato plants"},
+                {
+                    "speaker": "Ben",
+                    "dia_id": "D1:2",
+                    "text": "Lovely! Here is my garden.",
+                    "blip_caption": "a photo of tomato plants",
+                },
             ],
             "session_2_date_time": "9:00 am on 20 June, 2023",
             "session_2": [{"speaker": "Ann", "dia_id": "D2:1", "text": "Miso learned to open doors."}],
@@ -44,8 +48,9 @@ def run(db_url):
     runner = CliRunner()
 
     def invoke(*args: str):
-        result = runner.invoke(app, ["--embedder", "hashing", *args], env={"DATABASE_URL": db_url},
-                               catch_exceptions=False)
+        result = runner.invoke(
+            app, ["--embedder", "hashing", *args], env={"DATABASE_URL": db_url}, catch_exceptions=False
+        )
         return result
 
     return invoke
@@ -69,7 +74,11 @@ def test_ingest_text_paragraphs(run, tmp_path):
     r = run("ingest", str(f), "--user", "t")
     assert r.exit_code == 0 and "ingested 3 notes" in r.stdout
     r = run("search", "paragraph", "--user", "t", "--json")
-    assert {d["content"] for d in json.loads(r.stdout)} == {"First paragraph\nstill first.", "Second paragraph.", "Third."}
+    assert {d["content"] for d in json.loads(r.stdout)} == {
+        "First paragraph\nstill first.",
+        "Second paragraph.",
+        "Third.",
+    }
 
 
 def test_ingest_locomo_shape(run, tmp_path):
@@ -112,19 +121,34 @@ def test_embedded_server_is_shared_by_processes_and_stopped_by_cli():
     env.pop("DATABASE_URL", None)
     cli = [sys.executable, "-m", "cortex_pg"]
     try:
-        out = subprocess.run([*cli, "add", "written by process one", "-u", "p"], env=env, capture_output=True,
-                             text=True, check=True)
+        out = subprocess.run(
+            [*cli, "add", "written by process one", "-u", "p"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         nid = out.stdout.strip()
         assert embedded.is_running(home)  # left running for other processes
-        out = subprocess.run([*cli, "search", "process one", "-u", "p", "--json"], env=env, capture_output=True,
-                             text=True, check=True)
+        out = subprocess.run(
+            [*cli, "search", "process one", "-u", "p", "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         assert json.loads(out.stdout)[0]["id"] == nid
         out = subprocess.run([*cli, "db", "stop"], env=env, capture_output=True, text=True, check=True)
         assert "stopped" in out.stdout
         assert not embedded.is_running(home)
         # started again on demand, data intact
-        out = subprocess.run([*cli, "search", "process one", "-u", "p", "--json"], env=env, capture_output=True,
-                             text=True, check=True)
+        out = subprocess.run(
+            [*cli, "search", "process one", "-u", "p", "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         assert json.loads(out.stdout)[0]["id"] == nid
     finally:
         embedded.stop(home)

@@ -31,7 +31,9 @@ def test_embedder_from_name():
 
 def test_openai_embedder_over_http(db_url):
     with OpenAIStub() as stub:
-        emb = OpenAIEmbedder("text-embedding-3-small", api_key="sk-test", base_url=stub.base_url, batch_size=2)
+        emb = OpenAIEmbedder(
+            "text-embedding-3-small", api_key="sk-test", base_url=stub.base_url, batch_size=2
+        )
         assert emb.dim == 1536
         store = MemoryStore.open(db_url, embedder=emb, auto_migrate=False)
         try:

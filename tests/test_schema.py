@@ -11,9 +11,9 @@ from cortex_pg import EmbeddingDimensionError, EmbeddingModelError, SchemaError
 from cortex_pg.config import SCHEMA
 from cortex_pg.db import migrate
 from cortex_pg.db.engine import create_engine_for
+from cortex_pg.db.migrate import include_object
 from cortex_pg.db.models import Base
 from cortex_pg.embeddings import HashingEmbedder
-from cortex_pg.db.migrate import include_object
 from cortex_pg.store import MemoryStore
 
 
@@ -43,8 +43,10 @@ def test_upgrade_downgrade_upgrade_and_no_drift(empty_db_url):
         assert tables == set()
         with engine.connect() as conn:
             funcs = conn.execute(
-                text("SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
-                     "WHERE n.nspname = 'cortex'")
+                text(
+                    "SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+                    "WHERE n.nspname = 'cortex'"
+                )
             ).scalar_one()
         assert funcs == 0
         migrate.upgrade(engine)
@@ -78,8 +80,10 @@ def test_stm_table_is_unlogged_and_timestamps_are_timestamptz(db_url):
                 text("SELECT relpersistence FROM pg_class WHERE oid = 'cortex.stm_notes'::regclass")
             ).scalar_one()
             naive = conn.execute(
-                text("SELECT count(*) FROM information_schema.columns WHERE table_schema = 'cortex' "
-                     "AND data_type = 'timestamp without time zone'")
+                text(
+                    "SELECT count(*) FROM information_schema.columns WHERE table_schema = 'cortex' "
+                    "AND data_type = 'timestamp without time zone'"
+                )
             ).scalar_one()
         assert persistence == "u"
         assert naive == 0
@@ -140,9 +144,16 @@ def test_an_empty_store_may_switch_models(db_url):
 
 def test_hnsw_index_per_model_is_partial_and_used(store):
     with store.engine.connect() as conn:
-        defs = conn.execute(
-            text("SELECT indexdef FROM pg_indexes WHERE schemaname = 'cortex' AND indexname LIKE 'ix_embeddings_hnsw_%'")
-        ).scalars().all()
+        defs = (
+            conn.execute(
+                text(
+                    "SELECT indexdef FROM pg_indexes WHERE schemaname = 'cortex' "
+                    "AND indexname LIKE 'ix_embeddings_hnsw_%'"
+                )
+            )
+            .scalars()
+            .all()
+        )
     assert len(defs) == 1
     assert "hnsw" in defs[0] and "vector(384)" in defs[0] and "vector_cosine_ops" in defs[0]
     assert "WHERE (model = 'hashing-384'::text)" in defs[0]

@@ -34,6 +34,13 @@ class SentenceTransformerEmbedder:
             if self._model is None:
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+                try:  # no "Loading weights" bar on every CLI call
+                    from transformers.utils import logging as hf_logging
+
+                    hf_logging.disable_progress_bar()
+                except ImportError:  # pragma: no cover
+                    pass
                 try:
                     from sentence_transformers import SentenceTransformer
                 except ImportError as exc:  # pragma: no cover - depends on the install

@@ -26,7 +26,9 @@ class OpenAIStub:
 
             def do_POST(self) -> None:  # noqa: N802
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                stub.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
+                stub.requests.append(
+                    {"path": self.path, "body": body, "auth": self.headers.get("Authorization")}
+                )
                 if self.path.rstrip("/").endswith("/embeddings"):
                     texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
                     emb = HashingEmbedder(DIMS.get(body["model"], 8))
@@ -34,8 +36,12 @@ class OpenAIStub:
                         {"object": "embedding", "index": i, "embedding": v}
                         for i, v in enumerate(emb.embed(texts))
                     ]
-                    payload = {"object": "list", "data": data, "model": body["model"],
-                               "usage": {"prompt_tokens": 1, "total_tokens": 1}}
+                    payload = {
+                        "object": "list",
+                        "data": data,
+                        "model": body["model"],
+                        "usage": {"prompt_tokens": 1, "total_tokens": 1},
+                    }
                     self._send(200, payload)
                 else:
                     self._send(404, {"error": {"message": "not found"}})
