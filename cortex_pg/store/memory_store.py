@@ -481,6 +481,8 @@ class MemoryStore:
         date_to: datetime | str | None = None,
         now: datetime | str | None = None,
         memory_source: str = "all",
+        where_filter: Mapping[str, Any] | None = None,
+        context: str | None = None,
         touch: bool = True,
     ) -> list[SearchResult]:
         """Hybrid search of one user's notes, in one SQL statement (``cortex.search_notes``).
@@ -499,6 +501,11 @@ class MemoryStore:
                 (ISO 8601 or datetime; naive = UTC).
             now: the instant ages are measured from (default: the current time).
             memory_source: ``all`` (a note in both tiers is returned once, as STM), ``ltm`` or ``stm``.
+            where_filter: Chroma-style filter on columns and metadata (``$eq $ne $gt $gte $lt $lte
+                $in $nin $contains $and $or $not``), compiled in SQL by ``cortex.compile_filter``;
+                the same on both tiers.
+            context: text describing the current situation; re-ranks the candidates with
+                ``score = 0.3 * score + 0.7 * cos(context, note)`` (``context_score``).
             touch: count returned notes as accessed (access_count, last_accessed_at; drives STM LRU).
 
         Returns:
@@ -518,9 +525,16 @@ class MemoryStore:
         if d_from and d_to and d_from >= d_to:
             raise ValidationError("date_to", "must be later than date_from")
         at = parse_instant(now, "now") or datetime.now(UTC)
-        vector = self.embedder.embed([query])
-        self._check_vectors(vector, 1)
+        wf = validation.where_filter(where_filter)
+        ctx = validation.short_text(context, "context")
+        if ctx is not None and not ctx.strip():
+            ctx = None
+        vectors = self.embedder.embed([query] if ctx is None else [query, ctx])
+        self._check_vectors(vectors, 1 if ctx is None else 2)
+        vector = vectors[:1]
         params = {
+            "where_filter": None if wf is None else json.dumps(wf),
+            "context_embedding": None if ctx is None else vector_literal(vectors[1]),
             "user_id": uid,
             "embedding": vector_literal(vector[0]),
             "query": query,
@@ -702,4 +716,5 @@ def result_from_row(row: Mapping[str, Any]) -> SearchResult:
         recency_score=float(row["recency_score"]),
         vector_rank=row["vector_rank"],
         text_rank=row["text_rank"],
+        context_score=None if row.get("context_score") is None else float(row["context_score"]),
     )

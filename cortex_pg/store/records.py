@@ -56,6 +56,8 @@ class SearchResult:
         text_score: Okapi BM25 score of the note for the query (0 when no term matched).
         recency_score: ``exp(-age_days / 7)`` in (0, 1], age measured from ``now``.
         vector_rank / text_rank: 1-based rank in each candidate list, None when not a candidate.
+        context_score: cosine of the search's context and the note, when a context was given;
+            then ``score = 0.3 * blended + 0.7 * context_score``.
     """
 
     note: Note
@@ -67,6 +69,7 @@ class SearchResult:
     recency_score: float
     vector_rank: int | None
     text_rank: int | None
+    context_score: float | None = None
 
     @property
     def id(self) -> str:
@@ -100,6 +103,7 @@ class SearchResult:
             recency_score=self.recency_score,
             vector_rank=self.vector_rank,
             text_rank=self.text_rank,
+            context_score=self.context_score,
         )
         return out
 

@@ -118,10 +118,12 @@ WITH hits AS MATERIALIZED (
         p_temporal_weight => CAST(:temporal_weight AS real),
         p_date_from => :date_from,
         p_date_to => :date_to,
+        p_filter => CAST(:where_filter AS jsonb),
         p_now => :now,
         p_session_id => :session_id,
         p_memory_source => :memory_source,
-        p_model => :model)
+        p_model => :model,
+        p_context_embedding => CAST(:context_embedding AS vector))
 ), touched_ltm AS (
     UPDATE cortex.notes n SET access_count = n.access_count + 1, last_accessed_at = now()
     FROM hits h WHERE :touch AND n.user_id = h.user_id AND n.id = h.id

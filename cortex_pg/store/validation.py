@@ -192,6 +192,15 @@ def memory_source(value: object) -> str:
     return value  # type: ignore[return-value]
 
 
+def where_filter(value: object, field: str = "where_filter") -> dict[str, Any] | None:
+    """A where_filter as a JSON-able dict (its grammar is checked in SQL by ``cortex.compile_filter``)."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise ValidationError(field, f"must be a dict, got {type(value).__name__}")
+    return metadata(value, field)
+
+
 def content_hash(text: str) -> str:
     """Hex SHA-256 of the UTF-8 content; the same as the ``cortex.set_note_derived`` trigger."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()

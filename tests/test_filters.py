@@ -1,0 +1,112 @@
+"""where_filter: compiled in SQL (cortex.compile_filter) — the SQL text, errors, and results."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from sqlalchemy import text
+
+from cortex_pg import ValidationError
+from cortex_pg.errors import translate_db_errors
+
+
+def compile_filter(store, flt, alias="n"):
+    with store.engine.connect() as conn, translate_db_errors():
+        return conn.execute(
+            text("SELECT cortex.compile_filter(CAST(:f AS jsonb), :a)"), {"f": json.dumps(flt), "a": alias}
+        ).scalar_one()
+
+
+@pytest.mark.parametrize(
+    ("flt", "sql"),
+    [
+        ({}, "true"),
+        ({"category": "work"}, "((n.category = 'work'::text))"),
+        ({"importance": {"$gte": 0.5}}, "((n.importance >= '0.5'::real))"),
+        ({"tags": {"$contains": "python"}}, "(('python' = ANY (n.tags)))"),
+        ({"tags": {"$in": ["a", "b"]}}, "((n.tags && '{a,b}'::text[]))"),
+        ({"content": {"$contains": "O'Brien"}}, "((strpos(n.content, 'O''Brien') > 0))"),
+        ({"speaker": "Ann"}, "(((n.metadata -> 'speaker') = '\"Ann\"'::jsonb))"),
+        ({"$not": {"memory_type": "task"}}, "((NOT ((n.memory_type = 'task'::text))))"),
+        (
+            {"$or": [{"category": "a"}, {"category": "b"}]},
+            "((((n.category = 'a'::text)) OR ((n.category = 'b'::text))))",
+        ),
+    ],
+)
+def test_compiled_sql(store, flt, sql):
+    assert compile_filter(store, flt) == sql
+
+
+@pytest.mark.parametrize(
+    ("flt", "fragment"),
+    [
+        ({"tags": {"$regex": "x"}}, "unknown operator $regex"),
+        ({"$xor": []}, "unknown operator $xor"),
+        ({"bad field; DROP TABLE x": 1}, "is not a field name"),
+        ({"importance": {"$gt": "high"}}, "expected a number"),
+        ({"created_at": {"$gt": "not a date"}}, "not an ISO 8601 time"),
+        ({"tags": {"$in": "python"}}, "list of strings"),
+        ({"$and": []}, "non-empty list"),
+        ({"user_id": "someone"}, "cannot be filtered"),
+        ({"tags": {"$eq": "a", "plain": 1}}, "mixes operators"),
+    ],
+)
+def test_bad_filters_raise_a_typed_error(store, flt, fragment):
+    store.add("some note", user_id="u")
+    with pytest.raises(ValidationError) as err:
+        store.search("note", user_id="u", where_filter=flt)
+    assert err.value.field == "where_filter"
+    assert fragment in str(err.value)
+    # nothing about the stored data changed, and the table still exists
+    assert store.count(user_id="u") == 1
+
+
+@pytest.fixture
+def corpus(store):
+    rows = [
+        (
+            "python tips for data work",
+            ["python", "data"],
+            "work.programming",
+            0.9,
+            {"lang": "en", "stars": 5},
+        ),
+        ("python snake at the zoo", ["animals"], "life.zoo", 0.2, {"lang": "en", "stars": 2}),
+        ("cuisine française: la ratatouille", ["food"], "life.food", 0.6, {"lang": "fr", "stars": 4}),
+        ("rust ownership rules", ["rust", "programming"], "work.programming", 0.7, {"lang": "en"}),
+    ]
+    ids = [
+        store.add(c, user_id="f", tags=t, category=cat, importance=imp, metadata=m)
+        for c, t, cat, imp, m in rows
+    ]
+    return store, ids
+
+
+@pytest.mark.parametrize("source", ["ltm", "stm", "all"])
+@pytest.mark.parametrize(
+    ("flt", "expected"),
+    [
+        ({"tags": {"$contains": "python"}}, {0}),
+        ({"category": "work.programming"}, {0, 3}),
+        ({"importance": {"$gt": 0.5}}, {0, 2, 3}),
+        ({"lang": {"$ne": "en"}}, {2}),
+        ({"stars": {"$gte": 4}}, {0, 2}),
+        ({"lang": {"$in": ["fr", "de"]}}, {2}),
+        ({"stars": {"$nin": [5, 2]}}, {2, 3}),
+        ({"$or": [{"tags": {"$contains": "rust"}}, {"stars": 2}]}, {1, 3}),
+        ({"$and": [{"category": {"$contains": "work"}}, {"$not": {"tags": {"$contains": "rust"}}}]}, {0}),
+        ({"content": {"$contains": "ratatouille"}}, {2}),
+        ({"tags": {"$nin": ["python", "rust"]}}, {1, 2}),
+    ],
+)
+def test_filters_select_the_same_notes_on_both_tiers(corpus, flt, expected, source):
+    store, ids = corpus
+    found = {
+        r.id
+        for r in store.search(
+            "python rust food zoo", user_id="f", limit=10, where_filter=flt, memory_source=source, touch=False
+        )
+    }
+    assert found == {ids[i] for i in expected}
