@@ -24,6 +24,7 @@ from sqlalchemy import (
     MetaData,
     PrimaryKeyConstraint,
     Text,
+    UniqueConstraint,
     text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR, UUID
@@ -232,4 +233,115 @@ class NoteHistory(Base):
     __table_args__ = (
         PrimaryKeyConstraint("user_id", "id"),
         Index("ix_note_history_note", "user_id", "note_id", "changed_at"),
+    )
+
+
+ENTITY_KINDS = ("person", "organization", "concept", "other")
+
+
+class Entity(Base):
+    """A named thing of one user's memory (person, organization, concept, other).
+
+    ``normalized_name`` is ``cortex.normalize_entity_name(name)`` (case- and whitespace-folded),
+    unique per user; ``name`` keeps the first spelling seen. ``frequency`` is the number of
+    notes that mention the entity (rows of ``entity_mentions``); ``contexts`` the snippets
+    (<= 100 characters) of the last 10 mentions, oldest first. Counters change only in SQL
+    (``INSERT ... ON CONFLICT DO UPDATE``; decrements by the note-delete trigger).
+    """
+
+    __tablename__ = "entities"
+
+    user_id: Mapped[str]
+    id: Mapped[int] = mapped_column(BigInteger, Identity(always=False))
+    name: Mapped[str]
+    normalized_name: Mapped[str]
+    kind: Mapped[str] = mapped_column(server_default=text("'other'"))
+    first_seen: Mapped[datetime] = mapped_column(server_default=text("now()"))
+    last_seen: Mapped[datetime] = mapped_column(server_default=text("now()"))
+    frequency: Mapped[int] = mapped_column(server_default=text("0"))
+    contexts: Mapped[list[str]] = mapped_column(server_default=text("'{}'"))
+    created_at: Mapped[datetime] = mapped_column(server_default=text("now()"))
+
+    __table_args__ = (
+        PrimaryKeyConstraint("user_id", "id"),
+        UniqueConstraint("user_id", "normalized_name"),
+        CheckConstraint("char_length(btrim(name)) BETWEEN 1 AND 200", name="name_length"),
+        CheckConstraint("kind IN ('person', 'organization', 'concept', 'other')", name="kind_known"),
+        CheckConstraint("frequency >= 0", name="frequency_non_negative"),
+        CheckConstraint("cardinality(contexts) <= 10", name="contexts_at_most_10"),
+    )
+
+
+class EntityMention(Base):
+    """Entity x note: the note (LTM or STM id; no foreign key, the tiers share ids) mentions it.
+
+    ``char_offset`` is the character offset of the first mention in the note's content, when
+    known; ``snippet`` the text around it (<= 100 characters); ``mentioned_at`` the note's time.
+    """
+
+    __tablename__ = "entity_mentions"
+
+    user_id: Mapped[str]
+    entity_id: Mapped[int] = mapped_column(BigInteger)
+    note_id: Mapped[uuid.UUID]
+    char_offset: Mapped[int | None]
+    snippet: Mapped[str] = mapped_column(server_default=text("''"))
+    mentioned_at: Mapped[datetime] = mapped_column(server_default=text("now()"))
+
+    __table_args__ = (
+        PrimaryKeyConstraint("user_id", "entity_id", "note_id"),
+        ForeignKeyConstraint(
+            ["user_id", "entity_id"], ["entities.user_id", "entities.id"], ondelete="CASCADE"
+        ),
+        CheckConstraint("char_length(snippet) <= 100", name="snippet_length"),
+        Index("ix_entity_mentions_note", "user_id", "note_id"),
+    )
+
+
+class Relationship(Base):
+    """A fact ``source --relation--> target`` between two entities, valid in [valid_from, valid_to).
+
+    Bi-temporal in spirit: ``valid_from``/``valid_to`` is the time the fact held (from the
+    notes' own times), ``created_at`` when it was recorded. A single-valued relation
+    (``works_at``, ``lives_in``, ...) contradicted by a newer fact gets ``valid_to`` set and is
+    kept. At most one open row (``valid_to IS NULL``) per (user, source, relation, target);
+    ``weight`` counts the assertions of that row, ``note_ids`` the notes that asserted it
+    (``source_note_id`` the first of them).
+    """
+
+    __tablename__ = "relationships"
+
+    user_id: Mapped[str]
+    id: Mapped[int] = mapped_column(BigInteger, Identity(always=False))
+    source_id: Mapped[int] = mapped_column(BigInteger)
+    relation: Mapped[str]
+    target_id: Mapped[int] = mapped_column(BigInteger)
+    weight: Mapped[float] = mapped_column(server_default=text("1"))
+    valid_from: Mapped[datetime] = mapped_column(server_default=text("now()"))
+    valid_to: Mapped[datetime | None]
+    source_note_id: Mapped[uuid.UUID | None]
+    note_ids: Mapped[list[uuid.UUID]] = mapped_column(ARRAY(UUID(as_uuid=True)), server_default=text("'{}'"))
+    created_at: Mapped[datetime] = mapped_column(server_default=text("now()"))
+
+    __table_args__ = (
+        PrimaryKeyConstraint("user_id", "id"),
+        ForeignKeyConstraint(
+            ["user_id", "source_id"], ["entities.user_id", "entities.id"], ondelete="CASCADE"
+        ),
+        ForeignKeyConstraint(
+            ["user_id", "target_id"], ["entities.user_id", "entities.id"], ondelete="CASCADE"
+        ),
+        CheckConstraint("relation ~ '^[a-z][a-z0-9_]{0,63}$'", name="relation_format"),
+        CheckConstraint("valid_to IS NULL OR valid_to >= valid_from", name="valid_interval"),
+        Index(
+            "uq_relationships_open",
+            "user_id",
+            "source_id",
+            "relation",
+            "target_id",
+            unique=True,
+            postgresql_where=text("valid_to IS NULL"),
+        ),
+        Index("ix_relationships_target", "user_id", "target_id"),
+        Index("ix_relationships_note_ids", "note_ids", postgresql_using="gin"),
     )

@@ -1,0 +1,154 @@
+"""SQL statements of the entity repository, kept together so a reader can paste them into psql.
+
+Counters (frequency, first_seen/last_seen, contexts, relationship weight) move only inside
+SQL: ``INSERT ... ON CONFLICT DO UPDATE`` when a note is indexed, relative ``UPDATE``s in
+``cortex.forget_note_entities`` when it is deleted; Python never reads a counter to write it.
+"""
+
+from __future__ import annotations
+
+from cortex_pg.store.sql import NOTE_COLUMNS
+
+N_COLUMNS = ", ".join("n." + c.strip() for c in NOTE_COLUMNS.split(","))
+
+# Statement 1 of indexing a note: make sure every entity exists (and lock its row until the
+# transaction ends, in name order so that concurrent writers do not deadlock). A better kind
+# than 'other' replaces 'other'.
+ENSURE_ENTITIES = """
+INSERT INTO cortex.entities AS e (user_id, name, normalized_name, kind, first_seen, last_seen)
+SELECT DISTINCT ON (cortex.normalize_entity_name(r.name))
+       :user_id, r.name, cortex.normalize_entity_name(r.name), r.kind,
+       CAST(:seen_at AS timestamptz), CAST(:seen_at AS timestamptz)
+FROM ROWS FROM (jsonb_to_recordset(CAST(:rows AS jsonb)) AS (name text, kind text))
+     WITH ORDINALITY AS r(name, kind, ord)
+ORDER BY cortex.normalize_entity_name(r.name), r.ord
+ON CONFLICT (user_id, normalized_name) DO UPDATE
+SET kind = CASE WHEN e.kind = 'other' THEN EXCLUDED.kind ELSE e.kind END
+"""
+
+# Statement 2: the mentions of this note that are new, and the entity counters they move.
+# A note indexed twice (same content saved again) adds nothing: frequency = number of notes.
+# contexts keeps the snippets of the last 10 new mentions, oldest first.
+ADD_MENTIONS = """
+WITH r AS (
+    SELECT r.*, cortex.normalize_entity_name(r.name) AS norm
+    FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(name text, kind text, char_offset int, snippet text)
+), ent AS (
+    SELECT DISTINCT e.id, e.name, e.normalized_name, e.kind
+    FROM cortex.entities e JOIN r ON e.user_id = :user_id AND e.normalized_name = r.norm
+), fresh AS (
+    INSERT INTO cortex.entity_mentions (user_id, entity_id, note_id, char_offset, snippet, mentioned_at)
+    SELECT DISTINCT ON (ent.id) :user_id, ent.id, CAST(:note_id AS uuid), r.char_offset,
+           left(coalesce(r.snippet, ''), 100), CAST(:seen_at AS timestamptz)
+    FROM r JOIN ent ON ent.normalized_name = r.norm
+    ORDER BY ent.id
+    ON CONFLICT (user_id, entity_id, note_id) DO NOTHING
+    RETURNING entity_id, snippet
+)
+INSERT INTO cortex.entities AS e
+    (user_id, name, normalized_name, kind, first_seen, last_seen, frequency, contexts)
+SELECT :user_id, ent.name, ent.normalized_name, ent.kind, CAST(:seen_at AS timestamptz),
+       CAST(:seen_at AS timestamptz), 1, ARRAY[f.snippet]
+FROM fresh f JOIN ent ON ent.id = f.entity_id
+ORDER BY ent.normalized_name
+ON CONFLICT (user_id, normalized_name) DO UPDATE SET
+    frequency = e.frequency + EXCLUDED.frequency,
+    first_seen = least(e.first_seen, EXCLUDED.first_seen),
+    last_seen = greatest(e.last_seen, EXCLUDED.last_seen),
+    contexts = (SELECT coalesce(array_agg(t.c ORDER BY t.i), '{}')
+                FROM (SELECT u.c, u.i FROM unnest(e.contexts || EXCLUDED.contexts) WITH ORDINALITY AS u(c, i)
+                      ORDER BY u.i DESC LIMIT 10) t)
+RETURNING e.id
+"""
+
+ASSERT_RELATIONSHIP = """
+SELECT cortex.assert_relationship(:user_id, s.id, :relation, t.id, CAST(:seen_at AS timestamptz),
+                                  CAST(:note_id AS uuid), :single_valued)
+FROM cortex.entities s, cortex.entities t
+WHERE s.user_id = :user_id AND s.normalized_name = cortex.normalize_entity_name(:source)
+  AND t.user_id = :user_id AND t.normalized_name = cortex.normalize_entity_name(:target)
+"""
+
+FORGET_NOTES = "SELECT cortex.forget_note_entities(:user_id, CAST(:note_ids AS uuid[]))"
+
+ENTITY_INFO = """
+SELECT e.id, e.name, e.kind, e.first_seen, e.last_seen, e.frequency, e.contexts,
+       ARRAY(SELECT CAST(m.note_id AS text) FROM cortex.entity_mentions m
+             WHERE m.user_id = e.user_id AND m.entity_id = e.id
+             ORDER BY m.mentioned_at, m.note_id) AS mentions
+FROM cortex.entities e
+WHERE e.user_id = :user_id AND e.normalized_name = cortex.normalize_entity_name(:name)
+"""
+
+LIST_ENTITIES = """
+SELECT e.id, e.name, e.kind, e.first_seen, e.last_seen, e.frequency, e.contexts
+FROM cortex.entities e
+WHERE e.user_id = :user_id
+ORDER BY e.frequency DESC, e.last_seen DESC, e.name
+LIMIT :limit
+"""
+
+# Facts valid at :as_of (default now): valid_from <= as_of < valid_to; or every row (:history).
+RELATIONSHIPS = """
+SELECT r.id, s.name AS source, r.relation, t.name AS target, r.weight, r.valid_from, r.valid_to,
+       CAST(r.source_note_id AS text) AS source_note_id, r.created_at,
+       s.normalized_name = cortex.normalize_entity_name(CAST(:name AS text)) AS outgoing
+FROM cortex.relationships r
+JOIN cortex.entities s ON s.user_id = r.user_id AND s.id = r.source_id
+JOIN cortex.entities t ON t.user_id = r.user_id AND t.id = r.target_id
+WHERE r.user_id = :user_id
+  AND (CAST(:name AS text) IS NULL
+       OR s.normalized_name = cortex.normalize_entity_name(CAST(:name AS text))
+       OR t.normalized_name = cortex.normalize_entity_name(CAST(:name AS text)))
+  AND (:history OR (r.valid_from <= coalesce(CAST(:as_of AS timestamptz), now())
+                    AND (r.valid_to IS NULL OR r.valid_to > coalesce(CAST(:as_of AS timestamptz), now()))))
+ORDER BY r.valid_from, r.id
+"""
+
+RELATED = """
+SELECT id, name, kind, depth
+FROM cortex.related_entities(:user_id, :name, :max_depth, CAST(:as_of AS timestamptz))
+"""
+
+# Notes that mention the query's entities; score = matched entities / query entities, in (0, 1].
+NOTES_BY_ENTITIES = f"""
+WITH q AS (
+    SELECT DISTINCT cortex.normalize_entity_name(x) AS norm
+    FROM unnest(CAST(:names AS text[])) AS x WHERE btrim(x) <> ''
+), hits AS (
+    SELECT m.note_id, count(DISTINCT m.entity_id) AS k
+    FROM q
+    JOIN cortex.entities e ON e.user_id = :user_id AND e.normalized_name = q.norm
+    JOIN cortex.entity_mentions m ON m.user_id = :user_id AND m.entity_id = e.id
+    GROUP BY m.note_id
+)
+SELECT {N_COLUMNS}, 'ltm' AS memory_tier,
+       CAST(h.k AS real) / (SELECT count(*) FROM q) AS score
+FROM hits h
+JOIN cortex.notes n ON n.user_id = :user_id AND n.id = h.note_id
+WHERE n.merged_into IS NULL
+  AND (CAST(:memory_type AS text) IS NULL OR n.memory_type = :memory_type)
+  AND n.metadata @> CAST(:filters AS jsonb)
+ORDER BY score DESC, n.created_at DESC, n.id
+LIMIT :limit
+"""
+
+# Full-text fallback: the query's lexemes OR-ed; score = ts_rank_cd normalised to [0, 1)
+# (flag 32: rank / (rank + 1)). A query with no lexeme (only stop words) matches nothing.
+NOTES_BY_TEXT = f"""
+WITH q AS (
+    SELECT CAST(replace(CAST(plainto_tsquery('english', :query) AS text), '&', '|') AS tsquery) AS tsq
+)
+SELECT {N_COLUMNS}, 'ltm' AS memory_tier, ts_rank_cd(n.tsv, q.tsq, 32) AS score
+FROM cortex.notes n, q
+WHERE n.user_id = :user_id AND n.tsv @@ q.tsq AND n.merged_into IS NULL
+  AND (CAST(:memory_type AS text) IS NULL OR n.memory_type = :memory_type)
+  AND n.metadata @> CAST(:filters AS jsonb)
+ORDER BY score DESC, n.created_at DESC, n.id
+LIMIT :limit
+"""
+
+GRAPH_NODES = """
+SELECT e.id, e.name, e.kind, e.frequency, e.first_seen, e.last_seen
+FROM cortex.entities e WHERE e.user_id = :user_id ORDER BY e.id
+"""

@@ -1,0 +1,104 @@
+"""Offline entity and relation extraction (no database)."""
+
+from __future__ import annotations
+
+import pytest
+
+from cortex_pg.entities.extract import Relation, extract, extract_entities, validate_llm_answer
+
+
+@pytest.mark.parametrize(
+    ("sentence", "present", "absent"),
+    [
+        ("Alice works at Acme Corp", ["Alice", "Acme Corp"], ["Acme", "Corp"]),
+        ("IBM and OpenAI both use GitHub.", ["IBM", "OpenAI", "GitHub"], []),
+        ("Bob joined The Company in May.", ["Bob", "The Company"], ["The", "May"]),
+        ("The meeting was long.", [], ["The"]),
+        ("This is fine. When Alice arrived, Bob left.", ["Alice", "Bob"], ["This", "When", "When Alice"]),
+        ("Alice's manager met Acme Corp's lawyer.", ["Alice", "Acme Corp"], ["Alice's", "Acme Corp's"]),
+        ('She calls it "deep work" every day.', ["deep work"], ["She"]),
+        ("I bought an iPhone on Monday.", ["iPhone"], ["I", "Monday"]),
+        ("Carol Ann Smith lives in New York City", ["Carol Ann Smith", "New York City"], ["New York"]),
+        ("Johnson & Johnson hired Dave.", ["Johnson & Johnson", "Dave"], []),
+    ],
+)
+def test_entity_table(sentence, present, absent):
+    names = extract_entities(sentence)
+    for name in present:
+        assert name in names, (sentence, names)
+    for name in absent:
+        assert name not in names, (sentence, names)
+
+
+@pytest.mark.parametrize(
+    ("sentence", "relation"),
+    [
+        ("Alice works at Acme Corp", Relation("Alice", "works_at", "Acme Corp")),
+        (
+            "Alice Smith now works for Johnson & Johnson.",
+            Relation("Alice Smith", "works_at", "Johnson & Johnson"),
+        ),
+        ("Bob works with Carol on weekends.", Relation("Bob", "works_with", "Carol")),
+        ("Carol knows Dave.", Relation("Carol", "knows", "Dave")),
+        ("Grace Hopper created COBOL.", Relation("Grace Hopper", "created", "COBOL")),
+        ("Sam Altman co-founded OpenAI.", Relation("Sam Altman", "founded", "OpenAI")),
+        ("Linus built Git.", Relation("Linus", "built", "Git")),
+        ("Bob is the CEO of Acme Corp.", Relation("Bob", "ceo_of", "Acme Corp")),
+        ("Eve is a friend of Frank.", Relation("Eve", "friend_of", "Frank")),
+        ("Dr. Smith lives in New York City.", Relation("Smith", "lives_in", "New York City")),
+        ("Dave manages Eve.", Relation("Dave", "manages", "Eve")),
+        ("Eve reports to Dave.", Relation("Eve", "reports_to", "Dave")),
+        ("Frank likes Python.", Relation("Frank", "likes", "Python")),
+        ("Grace prefers Rust.", Relation("Grace", "prefers", "Rust")),
+    ],
+)
+def test_relation_table(sentence, relation):
+    assert relation in extract(sentence).relations
+
+
+def test_kinds_and_determinism():
+    ex = extract("Alice works at Acme Corp. IBM hired Bob.")
+    kinds = {m.name: m.kind for m in ex.entities}
+    assert (
+        kinds["Alice"] == "person" and kinds["Acme Corp"] == "organization" and kinds["IBM"] == "organization"
+    )
+    assert [m.name for m in ex.entities] == ["Alice", "Acme Corp", "IBM", "Bob"]  # first-mention order
+    assert ex.entities[1].offset == 15
+
+
+def test_no_relation_without_the_phrase():
+    assert extract("Alice worked at Acme Corp years ago.").relations == []  # past tense: no current fact
+    assert extract("Alice and Acme Corp.").relations == []
+
+
+def test_explicit_entities_bypass_extraction():
+    ex = extract("alice works at acme", entities=["alice", "acme"])
+    assert ex.names == ["alice", "acme"]
+    assert ex.relations == [Relation("alice", "works_at", "acme")]
+
+
+def test_llm_hook_used_when_valid_and_falls_back_otherwise():
+    def good(text):
+        return {
+            "entities": [{"name": "Alice", "kind": "person"}, {"name": "Wonderland", "kind": "other"}],
+            "relations": [{"source": "Alice", "type": "visited", "target": "Wonderland"}],
+        }
+
+    ex = extract("Alice went down the hole to Wonderland.", llm_extract=good)
+    assert ex.names == ["Alice", "Wonderland"] and ex.relations == [
+        Relation("Alice", "visited", "Wonderland")
+    ]
+
+    def bad(text):
+        return {"entities": [{"name": "", "kind": "alien"}]}
+
+    def broken(text):
+        raise TimeoutError("model down")
+
+    for hook in (bad, broken):
+        assert extract("Alice works at Acme Corp", llm_extract=hook).relations == [
+            Relation("Alice", "works_at", "Acme Corp")
+        ]
+    assert validate_llm_answer({"entities": [{"name": "x", "kind": "alien"}]}).startswith("entities[0].kind")
+    assert validate_llm_answer({"entities": [], "relations": [{"source": "a", "target": "b"}]}) is not None
+    assert validate_llm_answer({"entities": []}) is None

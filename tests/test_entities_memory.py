@@ -1,0 +1,259 @@
+"""EntityMemory and EntityStore on a real database: counters, contradictions, traversal, deletes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from cortex_pg import ValidationError
+from cortex_pg.embeddings import HashingEmbedder
+from cortex_pg.entities import EntityMemory
+from cortex_pg.store import MemoryStore
+
+CALUTE_KEYS = {"first_seen", "last_seen", "frequency", "contexts", "mentions", "relationships"}
+
+
+@pytest.fixture
+def em(store):
+    return EntityMemory(store, user_id="u")
+
+
+def test_save_extracts_and_get_entity_info_keys(em):
+    item = em.save("Alice works at Acme Corp", metadata={"source": "chat"})
+    assert item.memory_type == "entity"
+    assert item.metadata == {"source": "chat", "entities": ["Alice", "Acme Corp"]}
+    info = em.get_entity_info("alice")  # lookup by normalised name
+    assert set(info) >= CALUTE_KEYS
+    assert info["name"] == "Alice" and info["kind"] == "person"
+    assert info["frequency"] == 1 and info["mentions"] == [item.memory_id]
+    assert info["contexts"] == ["Alice works at Acme Corp"]
+    assert info["relationships"] == [{"relation": "works_at", "target": "Acme Corp"}]
+    assert em.get_entity_info("ACME   corp")["relationships"] == [
+        {"relation": "inverse_works_at", "target": "Alice"}
+    ]
+    assert em.get_entity_info("Nobody") == {"mentions": [], "relationships": []}
+    # saving the same text again is the same note and counts nothing twice
+    assert em.save("Alice works at Acme Corp").memory_id == item.memory_id
+    assert em.get_entity_info("Alice")["frequency"] == 1
+
+
+def test_contexts_keep_the_last_ten_short_snippets(em):
+    for i in range(12):
+        em.save(f"Alice note {i} " + "x" * 150)
+    info = em.get_entity_info("Alice")
+    assert info["frequency"] == 12 and len(info["contexts"]) == 10
+    assert all(len(c) <= 100 for c in info["contexts"])
+    assert info["contexts"][0].startswith("Alice note 2 ") and info["contexts"][-1].startswith(
+        "Alice note 11 "
+    )
+
+
+def test_contradiction_closes_valid_to_and_as_of(em):
+    em.save("Alice works at Acme Corp", time="2024-01-01T00:00:00Z")
+    em.save("Alice works at Beta Inc", time="2024-06-01T00:00:00Z")
+    rows = em.graph.relationships("u", "Alice", history=True)
+    by_target = {r.target: r for r in rows}
+    assert by_target["Acme Corp"].valid_to == datetime(2024, 6, 1, tzinfo=UTC)  # kept, closed
+    assert by_target["Beta Inc"].valid_to is None
+    assert em.get_entity_info("Alice")["relationships"] == [{"relation": "works_at", "target": "Beta Inc"}]
+    assert em.get_entity_info("Alice", as_of="2024-03-01")["relationships"] == [
+        {"relation": "works_at", "target": "Acme Corp"}
+    ]
+    assert em.graph.relationships("u", "Alice", as_of="2023-01-01") == []
+    # an older fact arriving late is history: it does not close the newer one
+    em.save("Alice works at Gamma Labs", time="2023-01-01T00:00:00Z")
+    assert em.get_entity_info("Alice")["relationships"] == [{"relation": "works_at", "target": "Beta Inc"}]
+    gamma = [r for r in em.graph.relationships("u", "Alice", history=True) if r.target == "Gamma Labs"][0]
+    assert gamma.valid_to == datetime(2024, 6, 1, tzinfo=UTC)
+    # multi-valued relations are not closed
+    em.save("Alice knows Bob", time="2024-01-01T00:00:00Z")
+    em.save("Alice knows Carol", time="2024-02-01T00:00:00Z")
+    assert {r.target for r in em.graph.relationships("u", "Alice") if r.relation == "knows"} == {
+        "Bob",
+        "Carol",
+    }
+
+
+@pytest.mark.parametrize(
+    ("depth", "expected"),
+    [(0, set()), (1, {"Bert"}), (2, {"Bert", "Cleo"}), (3, {"Bert", "Cleo", "Dora"})],
+)
+def test_related_entities_on_a_chain(em, depth, expected):
+    em.save("Anna knows Bert.")
+    em.save("Bert knows Cleo.")
+    em.save("Dora knows Cleo.")  # followed backwards too
+    assert em.get_related_entities("Anna", max_depth=depth) == expected
+
+
+@pytest.mark.parametrize(
+    ("depth", "expected"),
+    [(0, set()), (1, {"Bert", "Cleo"}), (2, {"Bert", "Cleo", "Dora"}), (3, {"Bert", "Cleo", "Dora"})],
+)
+def test_related_entities_on_a_cycle(em, depth, expected):
+    em.save("Anna knows Bert.")
+    em.save("Bert knows Cleo.")
+    em.save("Cleo knows Anna.")
+    em.save("Cleo knows Dora.")
+    em.save("Dora knows Cleo.")  # a 2-cycle as well
+    assert em.get_related_entities("anna", max_depth=depth) == expected
+
+
+def test_related_entities_follow_valid_time_and_validate(em):
+    em.save("Alice works at Acme Corp", time="2024-01-01T00:00:00Z")
+    em.save("Alice works at Beta Inc", time="2024-06-01T00:00:00Z")
+    assert em.get_related_entities("Alice", 1) == {"Beta Inc"}
+    assert {r.name for r in em.graph.related_entities("u", "Alice", 1, as_of="2024-02-01")} == {"Acme Corp"}
+    assert em.get_related_entities("Nobody", 3) == set()
+    with pytest.raises(ValidationError):
+        em.get_related_entities("Alice", 11)
+    with pytest.raises(ValidationError):
+        em.get_related_entities("Alice", -1)
+
+
+def test_related_entities_is_one_sql_function(store, em):
+    em.save("Anna knows Bert. Bert knows Cleo.")
+    with store.engine.connect() as conn:
+        rows = conn.execute(text("SELECT name, depth FROM cortex.related_entities('u', ' ANNA ', 2)")).all()
+    assert [tuple(r) for r in rows] == [("Bert", 1), ("Cleo", 2)]
+
+
+def test_counters_under_eight_concurrent_writers(db_url, store):
+    writers, per_writer = 8, 5
+    barrier = threading.Barrier(writers)
+    errors: list[BaseException] = []
+
+    def work(w: int) -> None:
+        try:
+            own = MemoryStore.open(db_url, embedder=HashingEmbedder(), auto_migrate=False)
+            try:
+                mem = EntityMemory(own, user_id="c", session_id=f"s{w}")
+                barrier.wait()
+                for i in range(per_writer):
+                    mem.save(f"Alice works at Acme Corp, report {w}-{i}. Alice knows Bob.")
+            finally:
+                own.close()
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(w,)) for w in range(writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    total = writers * per_writer
+    mem = EntityMemory(store, user_id="c")
+    for name in ("Alice", "Acme Corp", "Bob"):
+        info = mem.get_entity_info(name)
+        assert info["frequency"] == total and len(info["mentions"]) == total
+    rels = mem.graph.relationships("c", "Alice", history=True)
+    assert sorted((r.relation, r.target, r.weight) for r in rels) == [
+        ("knows", "Bob", float(total)),
+        ("works_at", "Acme Corp", float(total)),
+    ]
+
+
+def test_delete_adjusts_counts_mentions_and_relationships(store, em):
+    a = em.save("Alice works at Acme Corp", metadata={"topic": "work"}, time="2024-01-01T00:00:00Z")
+    b = em.save("Alice knows Bob", metadata={"topic": "people"}, time="2024-02-01T00:00:00Z")
+    c = em.save("Alice met Bob again", metadata={"topic": "people"}, time="2024-03-01T00:00:00Z")
+    assert em.get_entity_info("Alice")["frequency"] == 3
+    assert em.delete(a.memory_id) == 1
+    info = em.get_entity_info("Alice")
+    assert info["frequency"] == 2 and info["mentions"] == [b.memory_id, c.memory_id]
+    assert info["first_seen"] == datetime(2024, 2, 1, tzinfo=UTC)
+    assert all("Acme" not in ctx for ctx in info["contexts"])
+    assert info["relationships"] == [{"relation": "knows", "target": "Bob"}]
+    assert em.get_entity_info("Acme Corp") == {"mentions": [], "relationships": []}  # no mention left
+    assert em.delete(a.memory_id) == 0
+    assert em.delete(filters={"topic": "none"}) == 0
+    assert em.delete() == 0  # no id, no filters: nothing
+    # the plain store delete (or SQL) adjusts too: trigger on cortex.notes
+    assert store.delete(c.memory_id, user_id="u") is True
+    assert em.get_entity_info("Bob")["frequency"] == 1
+    assert em.delete(filters={"topic": "people"}) == 1
+    assert em.get_entity_info("Alice") == {"mentions": [], "relationships": []}
+    with store.engine.connect() as conn:
+        left = conn.execute(
+            text(
+                "SELECT (SELECT count(*) FROM cortex.entities)"
+                " + (SELECT count(*) FROM cortex.entity_mentions)"
+                " + (SELECT count(*) FROM cortex.relationships)"
+            )
+        ).scalar_one()
+    assert left == 0
+
+
+def test_search_scores_in_sql_and_never_returns_everything(em):
+    both = em.save("Alice and Bob went to Paris.")
+    alice = em.save("Alice stayed home.")
+    em.save("The weather was grey.")
+    hits = em.search("What did Alice and Bob do?")
+    assert [(h.memory_id, h.relevance_score) for h in hits] == [(both.memory_id, 1.0), (alice.memory_id, 0.5)]
+    assert [h.memory_id for h in em.search("anything", entity_filter=["bob"])] == [both.memory_id]
+    text_hits = em.search("grey weather")  # no entity in the query: full text
+    assert len(text_hits) == 1 and "grey" in text_hits[0].content
+    assert em.search("unrelated words entirely") == []
+    assert em.search("   ") == []
+    assert em.search("Alice", filters={"entities": ["Bob"]})[0].memory_id == both.memory_id
+
+
+def test_update_reextracts_and_merges_metadata(em):
+    item = em.save("Alice works at Acme Corp", metadata={"keep": 1})
+    assert em.update(item.memory_id, {"content": "Alice works at Beta Inc", "metadata": {"new": 2}}) is True
+    got = em.retrieve(item.memory_id)
+    assert got.content == "Alice works at Beta Inc"
+    assert got.metadata == {"keep": 1, "new": 2, "entities": ["Alice", "Beta Inc"]}
+    assert em.get_entity_info("Alice")["frequency"] == 1
+    assert em.get_entity_info("Alice")["relationships"] == [{"relation": "works_at", "target": "Beta Inc"}]
+    assert em.get_entity_info("Acme Corp") == {"mentions": [], "relationships": []}
+    assert em.update("00000000-0000-0000-0000-000000000000", {"content": "x"}) is False
+    assert [i.memory_id for i in em.retrieve(filters={"keep": 1})] == [item.memory_id]
+
+
+def test_clear_and_tenant_isolation(store, em):
+    em.save("Alice works at Acme Corp")
+    other = EntityMemory(store, user_id="v")
+    other.save("Alice knows Bob")
+    assert em.get_related_entities("Alice", 1) == {"Acme Corp"}
+    assert other.get_related_entities("Alice", 1) == {"Bob"}
+    em.clear()
+    assert len(em) == 0 and em.get_entity_info("Alice") == {"mentions": [], "relationships": []}
+    assert other.get_entity_info("Alice")["frequency"] == 1
+
+
+def test_entity_graph_is_a_multidigraph(em):
+    em.save("Alice works at Acme Corp. Alice knows Bob.")
+    g = em.entity_graph()
+    assert g.is_multigraph() and g.is_directed()
+    assert set(g.nodes) == {"Alice", "Acme Corp", "Bob"}
+    assert g.nodes["Acme Corp"]["kind"] == "organization"
+    assert set(g.edges(keys=True)) == {("Alice", "Acme Corp", "works_at"), ("Alice", "Bob", "knows")}
+
+
+def test_persistence_across_processes(db_url, store):
+    script = textwrap.dedent(
+        f"""
+        from cortex_pg.embeddings import HashingEmbedder
+        from cortex_pg.entities import EntityMemory
+        from cortex_pg.store import MemoryStore
+        store = MemoryStore.open({db_url!r}, embedder=HashingEmbedder(), auto_migrate=False)
+        EntityMemory(store, user_id="p").save("Alice works at Acme Corp")
+        store.close()
+        """
+    )
+    root = str(Path(__file__).resolve().parents[1])
+    subprocess.run(
+        [sys.executable, "-c", script], check=True, env={**os.environ, "PYTHONPATH": root}, timeout=120
+    )
+    mem = EntityMemory(store, user_id="p")
+    assert mem.get_entity_info("Alice")["relationships"] == [{"relation": "works_at", "target": "Acme Corp"}]
+    assert mem.get_related_entities("Alice", 1) == {"Acme Corp"}
