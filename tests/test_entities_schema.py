@@ -1,4 +1,4 @@
-"""Migration 0002 (up, down, up, no drift) and the ``cortex-pg entities`` command."""
+"""Migration 0003 (up, down, up, no drift) and the ``cortex-pg entities`` command."""
 
 from __future__ import annotations
 
@@ -26,11 +26,11 @@ def _functions(conn) -> set[str]:
     )
 
 
-def test_0002_upgrades_downgrades_and_does_not_drift(empty_db_url):
+def test_0003_upgrades_downgrades_and_does_not_drift(empty_db_url):
     engine = create_engine_for(empty_db_url)
     try:
         migrate.upgrade(engine)
-        migrate.downgrade(engine, "0001")
+        migrate.downgrade(engine, "0002")
         with engine.connect() as conn:
             tables = set(
                 conn.execute(

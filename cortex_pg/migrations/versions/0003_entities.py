@@ -6,8 +6,8 @@ between entities), and the SQL files ``entity_writes/v1`` (name normalisation, r
 upsert with contradiction closing, note-delete triggers that adjust mentions and counters)
 and ``related_entities/v1`` (the recursive-CTE traversal).
 
-Revision ID: 0002
-Revises: 0001
+Revision ID: 0003
+Revises: 0002
 Create Date: 2026-11-29 11:29:02.144722
 """
 
@@ -21,8 +21,8 @@ from sqlalchemy.dialects import postgresql
 
 from cortex_pg.db.migrate import read_sql
 
-revision: str = "0002"
-down_revision: str | None = "0001"
+revision: str = "0003"
+down_revision: str | None = "0002"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
