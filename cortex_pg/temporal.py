@@ -6,7 +6,9 @@ to be UTC (documented behaviour, not a guess from the local clock).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 
 from cortex_pg.errors import ValidationError
 
@@ -75,3 +77,132 @@ def parse_natural(value: str, field: str, *, now: datetime | None = None) -> dat
     if dt is None:
         raise ValidationError(field, f"cannot understand the date {value!r}")
     return dt.astimezone(UTC)
+
+
+# ---------------------------------------------------------------------- temporal queries
+TEMPORAL_KEYWORDS = (
+    "last",
+    "recent",
+    "recently",
+    "latest",
+    "yesterday",
+    "today",
+    "this week",
+    "this month",
+    "past",
+    "ago",
+)
+AUTO_TEMPORAL_WEIGHT = 0.7
+_TEMPORAL_RE = re.compile(
+    r"\b(" + "|".join(re.escape(k).replace(r"\ ", r"\s+") for k in TEMPORAL_KEYWORDS) + r")\b", re.IGNORECASE
+)
+
+
+def has_temporal_keyword(query: str) -> bool:
+    """True when ``query`` contains a temporal keyword as a whole word or phrase.
+
+    Keywords: last, recent(ly), latest, yesterday, today, this week, this month, past, ago
+    (the Prem Cortex list, plus "this month" and "recently"). "blast" or "pastry" do not count.
+    """
+    return bool(_TEMPORAL_RE.search(query or ""))
+
+
+def auto_temporal_weight(query: str, date_range: object = None) -> float:
+    """0.7 when the query has a temporal keyword or a date_range is given, else 0.0 (Prem Cortex rule)."""
+    return AUTO_TEMPORAL_WEIGHT if (date_range or has_temporal_keyword(query)) else 0.0
+
+
+def _day_start(dt: datetime) -> datetime:
+    return dt.replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def parse_date_range(
+    value: object, *, now: datetime | str | None = None, field: str = "date_range"
+) -> tuple[datetime, datetime]:
+    """A half-open UTC window ``[start, end)`` from a date_range.
+
+    Accepted (days are UTC days; relative phrases resolve against ``now``, default the current time):
+        * an RFC 3339 instant ("2024-01-15T10:00:00Z"): that instant's day;
+        * a dict ``{"start": ..., "end": ...}`` (either may be missing; ISO 8601 or phrases; a
+          date-only end includes that whole day) or an ISO 8601 interval "START/END";
+        * "today", "yesterday";
+        * "last week": the 7 days before today; "last month": the 30 days before today;
+        * "YYYY-MM": that month; "YYYY": that year; "YYYY-MM-DD": that day;
+        * other phrases via dateparser, from that moment until ``now``: "3 days ago",
+          "since March 2024", "2 weeks ago".
+
+    Returns:
+        (start, end), aware UTC, start < end.
+
+    Raises:
+        ValidationError: the value cannot be understood (the original silently dropped the filter).
+    """
+    base = parse_instant(now, "now") or datetime.now(UTC)
+    today = _day_start(base)
+    if isinstance(value, Mapping):
+        unknown = set(value) - {"start", "end"}
+        if unknown:
+            raise ValidationError(field, f"unknown keys {sorted(unknown)}; use start and end")
+        start = _bound(value.get("start"), base, field + ".start", end=False) if value.get("start") else None
+        end = _bound(value.get("end"), base, field + ".end", end=True) if value.get("end") else None
+        start = start or datetime(1, 1, 2, tzinfo=UTC)
+        end = end or datetime(9999, 12, 30, tzinfo=UTC)
+        return _checked(start, end, field)
+    if not isinstance(value, str) or not value.strip():
+        raise ValidationError(field, f"expected a string or a {{'start', 'end'}} dict, got {value!r}")
+    text = value.strip()
+    low = text.lower()
+    if "/" in text and not low.startswith("since"):
+        left, _, right = text.partition("/")
+        return parse_date_range({"start": left, "end": right}, now=base, field=field)
+    if low == "today":
+        return today, today + timedelta(days=1)
+    if low == "yesterday":
+        return today - timedelta(days=1), today
+    if low in ("last week", "past week"):
+        return today - timedelta(days=7), today
+    if low in ("last month", "past month"):
+        return today - timedelta(days=30), today
+    if low in ("this week",):
+        return today - timedelta(days=today.weekday()), today + timedelta(days=1)
+    if low in ("this month",):
+        return today.replace(day=1), today + timedelta(days=1)
+    if re.fullmatch(r"\d{4}", text):
+        year = int(text)
+        return datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC)
+    if m := re.fullmatch(r"(\d{4})-(\d{2})", text):
+        year, month = int(m.group(1)), int(m.group(2))
+        if not 1 <= month <= 12:
+            raise ValidationError(field, f"{text!r}: month out of range")
+        start = datetime(year, month, 1, tzinfo=UTC)
+        end = datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=UTC)
+        return start, end
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}(?:[T ].*)?", text):
+        instant = parse_instant(text, field)
+        assert instant is not None
+        day = _day_start(instant)
+        return day, day + timedelta(days=1)
+    phrase = low[len("since ") :] if low.startswith("since ") else low
+    start = parse_natural(phrase, field, now=base)
+    return _checked(start, max(base, start + timedelta(seconds=1)), field)
+
+
+def _bound(value: object, base: datetime, field: str, *, end: bool) -> datetime:
+    if isinstance(value, datetime):
+        return parse_instant(value, field)  # type: ignore[return-value]
+    if not isinstance(value, str):
+        raise ValidationError(field, f"expected an ISO 8601 string, got {value!r}")
+    text = value.strip()
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+        day = parse_instant(text, field)
+        assert day is not None
+        return day + timedelta(days=1) if end else day
+    return parse_natural(text, field, now=base)
+
+
+def _checked(start: datetime, end: datetime, field: str) -> tuple[datetime, datetime]:
+    if start >= end:
+        raise ValidationError(
+            field, f"empty window: start {start.isoformat()} is not before end {end.isoformat()}"
+        )
+    return start, end

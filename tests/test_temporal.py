@@ -1,0 +1,92 @@
+"""Pure date handling: instants, date_range windows, temporal keywords (no database)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from cortex_pg import ValidationError
+from cortex_pg.temporal import auto_temporal_weight, has_temporal_keyword, parse_date_range, parse_instant
+
+NOW = datetime(2024, 3, 20, 15, 30, tzinfo=UTC)
+TODAY = datetime(2024, 3, 20, tzinfo=UTC)
+
+
+def d(*args):
+    return datetime(*args, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("today", (TODAY, TODAY + timedelta(days=1))),
+        ("yesterday", (TODAY - timedelta(days=1), TODAY)),
+        ("last week", (TODAY - timedelta(days=7), TODAY)),
+        ("last month", (TODAY - timedelta(days=30), TODAY)),
+        ("2024-01", (d(2024, 1, 1), d(2024, 2, 1))),
+        ("2023-12", (d(2023, 12, 1), d(2024, 1, 1))),
+        ("2023", (d(2023, 1, 1), d(2024, 1, 1))),
+        ("2024-01-15T10:00:00Z", (d(2024, 1, 15), d(2024, 1, 16))),
+        ("2024-01-15T23:30:00-05:00", (d(2024, 1, 16), d(2024, 1, 17))),
+        ({"start": "2024-01-01", "end": "2024-01-31"}, (d(2024, 1, 1), d(2024, 2, 1))),
+        ({"start": "2024-01-01T06:00:00Z"}, (d(2024, 1, 1, 6), d(9999, 12, 30))),
+        ("2024-01-01/2024-01-10", (d(2024, 1, 1), d(2024, 1, 11))),
+        ("3 days ago", (NOW - timedelta(days=3), NOW)),
+        ("since March 2024", (None, NOW)),
+    ],
+)
+def test_date_ranges(value, expected):
+    start, end = parse_date_range(value, now=NOW)
+    if expected[0] is not None:
+        assert start == expected[0]
+    else:
+        assert start.year == 2024 and start.month == 3 and start < end
+    assert end == expected[1]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "the other day, maybe",
+        "",
+        "2024-13",
+        {"from": "2024"},
+        42,
+        {"start": "2024-02-01", "end": "2024-01-01"},
+    ],
+)
+def test_bad_date_ranges_raise(value):
+    with pytest.raises(ValidationError) as err:
+        parse_date_range(value, now=NOW)
+    assert err.value.field.startswith("date_range")
+
+
+@pytest.mark.parametrize(
+    ("query", "temporal"),
+    [
+        ("what did I last talk about with John?", True),
+        ("recent discussions about the project", True),
+        ("latest updates on the budget", True),
+        ("what happened this week", True),
+        ("two days ago we met", True),
+        ("a blast from the pastry shop", False),
+        ("lasting impressions", False),
+        ("programming preferences", False),
+    ],
+)
+def test_temporal_keywords_are_whole_words(query, temporal):
+    assert has_temporal_keyword(query) is temporal
+    assert auto_temporal_weight(query) == (0.7 if temporal else 0.0)
+
+
+def test_date_range_turns_on_temporal_weight():
+    assert auto_temporal_weight("planning", "2024-01") == 0.7
+
+
+def test_instants():
+    assert parse_instant("2024-01-01T00:00:00Z") == d(2024, 1, 1)
+    assert parse_instant("2024-01-01") == d(2024, 1, 1)
+    assert parse_instant(datetime(2024, 1, 1, 2)) == d(2024, 1, 1, 2)
+    with pytest.raises(ValidationError):
+        parse_instant("01/02/2024 maybe")
