@@ -160,3 +160,20 @@ def test_ids_with_any_printable_characters_are_kept(store):
     note = store.get(nid)
     assert note.user_id == uid and note.session_id == "a session: 1"
     assert store.search("hello", user_id=uid)[0].id == nid
+
+
+def test_explicit_ids_are_kept_and_collisions_refused(store):
+    import uuid
+
+    from cortex_pg import ConflictError
+
+    nid = str(uuid.uuid4())
+    assert store.add("imported note", user_id="i", metadata={}, **{}) != nid
+    assert store.add_many([{"id": nid, "content": "note with my id", "user_id": "i"}]) == [nid]
+    assert store.get(nid).content == "note with my id"
+    with pytest.raises(ConflictError):
+        store.add_many([{"id": nid, "content": "another text, same id", "user_id": "i"}])
+    assert store.get(nid).content == "note with my id"
+    with pytest.raises(ValidationError) as err:
+        store.add_many([{"id": "not-a-uuid", "content": "x"}])
+    assert err.value.field == "items[0].id"

@@ -22,6 +22,7 @@ from cortex_pg.db import migrate
 from cortex_pg.db.engine import create_engine_for, resolve_url
 from cortex_pg.embeddings.base import Embedder, embedder_from_name
 from cortex_pg.errors import (
+    ConflictError,
     EmbeddingDimensionError,
     EmbeddingModelError,
     ImmutableFieldError,
@@ -170,6 +171,7 @@ class MemoryStore:
         importance: float = 0.5,
         memory_type: str = "note",
         to_stm: bool = True,
+        id: str | uuid.UUID | None = None,
     ) -> str:
         """Store one note in LTM (and STM when ``to_stm``); returns its id (UUID string).
 
@@ -181,6 +183,7 @@ class MemoryStore:
             metadata: JSON-serialisable dict; importance: in [0, 1].
             memory_type: free label (``note``, ``task_result``, ...), used by the calute facade.
             to_stm: also write the note to short-term memory (LRU capacity per user and session).
+            id: the note's id (a UUID), e.g. when importing; default a new random UUID.
 
         Returns:
             The new note's id, or the existing id when the same user and session already hold
@@ -188,6 +191,7 @@ class MemoryStore:
 
         Raises:
             ValidationError: any bad argument (nothing is stored).
+            ConflictError: ``id`` belongs to another note.
         """
         item = {
             "content": content,
@@ -201,6 +205,7 @@ class MemoryStore:
             "metadata": metadata,
             "importance": importance,
             "memory_type": memory_type,
+            "id": id,
         }
         return self._store([validation.new_note(item)], to_stm=to_stm)[0]
 
@@ -287,14 +292,45 @@ class MemoryStore:
         vectors = self.embedder.embed([n.content for n in fresh])
         self._check_vectors(vectors, len(fresh))
         rows = [dict(n.row(), embedding=vector_literal(v)) for n, v in zip(fresh, vectors, strict=True)]
+        inserted = {
+            str(i) for i in conn.execute(text(sql.INSERT_NOTES), {"rows": json.dumps(rows)}).scalars()
+        }
+        if len(inserted) < len(rows):
+            ids = self._resolve_conflicts(conn, batch, ids, [n for n in fresh if str(n.id) not in inserted])
+            rows = [r for r in rows if r["id"] in inserted]
         payload = {"rows": json.dumps(rows)}
-        conn.execute(text(sql.INSERT_NOTES), payload)
         conn.execute(text(sql.INSERT_EMBEDDINGS), {**payload, "model": self.embedder.name})
         if to_stm:
             newest = _newest_per_scope(rows, self.stm_capacity)
             conn.execute(text(sql.INSERT_STM), {"rows": json.dumps(newest), "model": self.embedder.name})
             conn.execute(text(sql.TRIM_STM), {**scopes, "capacity": self.stm_capacity})
         return ids
+
+    def _resolve_conflicts(
+        self,
+        conn: Connection,
+        batch: list[validation.NewNote],
+        ids: list[str],
+        lost: list[validation.NewNote],
+    ) -> list[str]:
+        """Notes whose insert hit a unique index: a concurrent writer stored the same content
+        (use its id), or the caller's explicit id is taken by another note (ConflictError)."""
+        found = conn.execute(
+            text(sql.FIND_EXISTING),
+            {
+                "users": [n.user_id for n in lost],
+                "sessions": [n.session_id for n in lost],
+                "hashes": [n.content_hash for n in lost],
+            },
+        ).all()
+        by_key = {(r.user_id, r.session_id, r.content_hash): str(r.id) for r in found if r.tier == "ltm"}
+        remap: dict[str, str] = {}
+        for note in lost:
+            key = (note.user_id, note.session_id, note.content_hash)
+            if key not in by_key:
+                raise ConflictError(f"a note with id {note.id} already exists", "23505")
+            remap[str(note.id)] = by_key[key]
+        return [remap.get(i, i) for i in ids]
 
     def _check_vectors(self, vectors: list[list[float]], expected: int) -> None:
         if len(vectors) != expected:

@@ -242,6 +242,7 @@ class NewNote:
 
 
 NOTE_FIELDS = (
+    "id",
     "content",
     "user_id",
     "session_id",
@@ -276,7 +277,7 @@ def new_note(
     when = item.get("time", item.get("created_at"))
     text = content(item.get("content"), prefix + "content")
     return NewNote(
-        id=uuid.uuid4(),
+        id=uuid.uuid4() if item.get("id") is None else note_id(item["id"], prefix + "id"),
         user_id=scope_id(item.get("user_id", default_user_id), prefix + "user_id"),
         session_id=scope_id(item.get("session_id", default_session_id), prefix + "session_id"),
         content=text,

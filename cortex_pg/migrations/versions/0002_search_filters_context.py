@@ -21,9 +21,7 @@ down_revision: str | None = "0001"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-SEARCH_V1_SIGNATURE = (
-    "cortex.search_notes(text, vector, text, int, real, timestamptz, timestamptz, timestamptz, text, text, text)"
-)
+SEARCH_V1_SIGNATURE = "cortex.search_notes(text, vector, text, int, real, timestamptz, timestamptz, timestamptz, text, text, text)"
 SEARCH_V2_SIGNATURE = (
     "cortex.search_notes(text, vector, text, int, real, timestamptz, timestamptz, jsonb, timestamptz, text, "
     "text, text, vector)"

@@ -1,0 +1,508 @@
+"""The Prem Cortex API (``AgenticMemorySystem``) on PostgreSQL.
+
+``from cortex_pg import AgenticMemorySystem`` replaces ``from cortex.memory_system import
+AgenticMemorySystem``. Every piece of state lives in the database, so notes written by one
+process are read, updated, deleted and searched by another. Differences from the original
+(each deliberate) are listed in the README's compatibility section.
+
+Processing of a note:
+    light (at once): keywords = up to 5 words longer than 3 letters that are not common words
+        (when none are given); context = "General" (when none is given). The note is in STM and
+        LTM when ``add_note`` returns.
+    deep (inline, or by the background worker): when keywords were not given or the context is
+        "General", one analysis (LLM with a JSON schema when configured, else YAKE keywords
+        and tags offline) fills only the fields the caller left empty.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import text
+
+from cortex_pg.embeddings import HashingEmbedder, MiniLMEmbedder, OpenAIEmbedder
+from cortex_pg.embeddings.base import Embedder
+from cortex_pg.errors import NotFoundError, ValidationError
+from cortex_pg.llm import ContentAnalyzer, light_keywords, llm_from_settings
+from cortex_pg.store import MemoryStore, Note, SearchResult
+from cortex_pg.store import validation as v
+from cortex_pg.temporal import auto_temporal_weight, parse_date_range
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CONTEXT = "General"
+NOTE_KWARGS = (
+    "keywords",
+    "tags",
+    "context",
+    "category",
+    "links",
+    "metadata",
+    "importance",
+    "id",
+    "timestamp",
+)
+
+
+@dataclass
+class MemoryNote:
+    """A note as the Prem Cortex API shows it (``read`` returns one).
+
+    ``timestamp`` and ``last_accessed`` are RFC 3339 strings in UTC; ``links`` maps a target
+    note id to ``{"type", "strength", "reason"}``.
+    """
+
+    id: str
+    content: str
+    keywords: list[str] = field(default_factory=list)
+    links: dict[str, dict[str, Any]] = field(default_factory=dict)
+    retrieval_count: int = 0
+    timestamp: str | None = None
+    last_accessed: str | None = None
+    context: str = DEFAULT_CONTEXT
+    evolution_history: list[Any] = field(default_factory=list)
+    category: str | None = None
+    tags: list[str] = field(default_factory=list)
+    user_id: str | None = None
+    session_id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    memory_tier: str = "ltm"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def embedder_for_model(model_name: str, api_key: str | None = None, base_url: str | None = None) -> Embedder:
+    """The embedder behind a Prem Cortex ``model_name``.
+
+    ``all-MiniLM-L6-v2`` (default; offline), ``text-embedding-3-small|large`` / ``-ada-002``
+    (OpenAI; ``api_key`` or ``OPENAI_API_KEY``), ``hashing`` (tests).
+
+    Raises:
+        ValidationError: an unknown model name.
+    """
+    name = model_name.strip()
+    if name in ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2", "minilm"):
+        return MiniLMEmbedder()
+    if name.startswith("text-embedding-"):
+        return OpenAIEmbedder(
+            name,
+            api_key=api_key or os.environ.get("OPENAI_API_KEY"),
+            base_url=base_url or os.environ.get("OPENAI_BASE_URL"),
+        )
+    if name.startswith("hashing"):
+        return HashingEmbedder()
+    raise ValidationError("model_name", f"unknown embedding model {model_name!r}")
+
+
+class AgenticMemorySystem:
+    """Prem Cortex's memory system, on cortex-pg.
+
+    Args:
+        model_name: embedding model (default the offline ``all-MiniLM-L6-v2``; the original
+            defaults to ``text-embedding-3-small``, which is used when asked by name).
+        llm_backend: ``openai`` or ``ollama`` (OpenAI-compatible endpoint at ``OLLAMA_HOST``).
+        llm_model: chat model for analysis (and evolution decisions).
+        stm_capacity: STM notes per (user_id, session_id).
+        api_key: OpenAI key; falls back to ``OPENAI_API_KEY``; none = offline analysis.
+        enable_smart_collections: ask the analysis for a dot-path ``category`` too.
+        enable_background_processing: deep processing after ``add_note`` returns (a worker
+            thread) instead of before.
+        database_url: external PostgreSQL; default ``DATABASE_URL`` or the embedded server.
+        path: data directory of the embedded server.
+        llm_base_url: OpenAI-compatible endpoint for the LLM (and OpenAI embeddings).
+        embedder: an Embedder object, overriding ``model_name``.
+        store: an open MemoryStore to use (its embedder wins); the system does not close it.
+
+    Raises:
+        ValidationError: unknown model or backend. SchemaError / EmbeddingDimensionError from the store.
+    """
+
+    def __init__(
+        self,
+        model_name: str = "all-MiniLM-L6-v2",
+        llm_backend: str = "openai",
+        llm_model: str = "gpt-4o-mini",
+        stm_capacity: int = 20,
+        api_key: str | None = None,
+        enable_smart_collections: bool = False,
+        enable_background_processing: bool = True,
+        database_url: str | None = None,
+        *,
+        path: str | Path | None = None,
+        llm_base_url: str | None = None,
+        embedder: Embedder | None = None,
+        store: MemoryStore | None = None,
+    ) -> None:
+        if llm_backend not in ("openai", "ollama"):
+            raise ValidationError("llm_backend", "must be 'openai' or 'ollama'")
+        self.enable_smart_collections = enable_smart_collections
+        self.enable_background_processing = enable_background_processing
+        self._owns_store = store is None
+        if store is None:
+            store = MemoryStore.open(
+                database_url,
+                path=path,
+                embedder=embedder or embedder_for_model(model_name, api_key, llm_base_url),
+                stm_capacity=stm_capacity,
+                auto_migrate=True,
+            )
+        self.store = store
+        self.llm = llm_from_settings(llm_backend, llm_model, api_key, llm_base_url)
+        self.analyzer = ContentAnalyzer(self.llm)
+        self._executor: ThreadPoolExecutor | None = None
+        self._pending: list[Future[None]] = []
+        self._lock = threading.Lock()
+        if enable_background_processing:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cortex-pg-ltm")
+
+    # ------------------------------------------------------------------ writes
+    def add_note(
+        self,
+        content: str,
+        time: str | datetime | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        **kwargs: Any,
+    ) -> str:
+        """Store a note; returns its id. It is in STM (and LTM) when this returns.
+
+        Args:
+            content: the text. time: RFC 3339 / ISO 8601 (naive = UTC), default now.
+            user_id, session_id: tenant and session (None = ``"default"``).
+            **kwargs: keywords, tags, context, category, links ({target_id: {type, strength,
+                reason}}), metadata (dict), importance, id (a UUID, e.g. when importing),
+                timestamp (alias of time); any other key is kept in metadata.
+
+        Raises:
+            ValidationError: bad input; nothing is stored.
+        """
+        fields, metadata = self._split_kwargs(kwargs)
+        when = time if time is not None else fields.pop("timestamp", None)
+        fields.pop("timestamp", None)
+        links = fields.pop("links", None)
+        v.content(content)
+        keywords = fields.get("keywords")
+        nid = self.store.add(
+            content,
+            user_id=user_id,
+            session_id=session_id,
+            time=when,
+            keywords=keywords if keywords else light_keywords(content),
+            tags=fields.get("tags"),
+            context=fields.get("context") or DEFAULT_CONTEXT,
+            category=fields.get("category"),
+            metadata=metadata,
+            importance=fields.get("importance", 0.5),
+            id=fields.get("id"),
+        )
+        if links:
+            self._set_links(nid, links)
+        self._schedule(nid)
+        return nid
+
+    def _split_kwargs(self, kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        fields = {k: val for k, val in kwargs.items() if k in NOTE_KWARGS and k != "metadata"}
+        metadata = dict(v.metadata(kwargs.get("metadata")))
+        for k, val in kwargs.items():
+            if k not in NOTE_KWARGS:
+                if k in ("user_id", "session_id"):
+                    continue
+                metadata[k] = val
+        return fields, v.metadata(metadata)
+
+    def _schedule(self, note_id: str) -> None:
+        if self._executor is None:
+            self._process_ltm(note_id)
+            return
+        with self._lock:
+            self._pending = [f for f in self._pending if not f.done()]
+            self._pending.append(self._executor.submit(self._process_ltm_logged, note_id))
+
+    def _process_ltm_logged(self, note_id: str) -> None:
+        try:
+            self._process_ltm(note_id)
+        except Exception:  # noqa: BLE001 - the note is stored; deep processing is best effort
+            log.exception("deep processing of note %s failed", note_id)
+
+    def _process_ltm(self, note_id: str) -> None:
+        """Deep processing: fill keywords/context/tags/category the caller left empty."""
+        try:
+            note = self.store.get(note_id)
+        except NotFoundError:
+            return
+        auto_keywords = not note.keywords or note.keywords == light_keywords(note.content)
+        general = note.context in (None, "", DEFAULT_CONTEXT)
+        if not (auto_keywords or general):
+            return
+        analysis = self.analyzer.analyze(note.content, with_category=self.enable_smart_collections)
+        changes: dict[str, Any] = {}
+        if auto_keywords and analysis.get("keywords"):
+            changes["keywords"] = analysis["keywords"]
+        if general and analysis.get("context") and analysis["context"] != DEFAULT_CONTEXT:
+            changes["context"] = analysis["context"]
+        if not note.tags and analysis.get("tags"):
+            changes["tags"] = analysis["tags"]
+        if not note.category and analysis.get("category"):
+            try:
+                changes["category"] = v.category(analysis["category"])
+            except ValidationError:
+                log.warning("LLM category %r is not a dot path; ignored", analysis["category"])
+        if changes:
+            self.store.update(note_id, user_id=note.user_id, **changes)
+
+    def update(self, memory_id: str, **kwargs: Any) -> bool:
+        """Change a note's fields (content is re-embedded; metadata merges).
+
+        Returns:
+            True when the note exists and was updated, False when there is no such note.
+
+        Raises:
+            ImmutableFieldError: user_id or session_id differ from the stored ones.
+            ValidationError: a bad value.
+        """
+        try:
+            current = self.store.get(memory_id)
+        except NotFoundError:
+            return False
+        except ValidationError:
+            return False
+        kwargs = dict(kwargs)
+        if "user_id" in kwargs and kwargs.pop("user_id") != current.user_id:
+            from cortex_pg.errors import ImmutableFieldError
+
+            raise ImmutableFieldError("user_id", "cannot be changed after a note is stored")
+        links = kwargs.pop("links", None)
+        if "timestamp" in kwargs:
+            kwargs["time"] = kwargs.pop("timestamp")
+        known = {"content", "keywords", "tags", "context", "category", "importance", "time", "session_id"}
+        fields = {k: val for k, val in kwargs.items() if k in known}
+        extra = {k: val for k, val in kwargs.items() if k not in known and k != "metadata"}
+        meta = {**v.metadata(kwargs.get("metadata")), **extra}
+        if meta:
+            fields["metadata"] = meta
+        if fields:
+            self.store.update(memory_id, user_id=current.user_id, **fields)
+        if links is not None:
+            self._set_links(current.id, links)
+        return True
+
+    def delete(self, memory_id: str) -> bool:
+        """Delete a note from both tiers. Returns False when there was none."""
+        try:
+            return self.store.delete(memory_id)
+        except ValidationError:
+            return False
+
+    def clear_stm(self, user_id: str | None = None, session_id: str | None = None) -> int:
+        """Empty the STM of a user (one session, or all of the user's sessions when None).
+
+        Unlike the original, no arguments clear only the ``"default"`` user, never everyone.
+        Returns the number of notes removed.
+        """
+        return self.store.delete_where(user_id=user_id, session_id=session_id, memory_source="stm")
+
+    def clear_ltm(self, user_id: str | None = None, session_id: str | None = None) -> int:
+        """Empty the LTM of a user (one session, or all sessions). Returns the number removed."""
+        return self.store.delete_where(user_id=user_id, session_id=session_id, memory_source="ltm")
+
+    # ------------------------------------------------------------------ reads
+    def read(
+        self, memory_id: str, user_id: str | None = None, session_id: str | None = None
+    ) -> MemoryNote | None:
+        """The note with that id (counted as an access), or None; restricted to the user/session when given."""
+        try:
+            note = self.store.get(memory_id, user_id=user_id, touch=True)
+        except (NotFoundError, ValidationError):
+            return None
+        if session_id is not None and note.session_id != session_id:
+            return None
+        links = self._links([note.id], note.user_id)
+        return _memory_note(note, links.get(note.id, {}), access_bump=1)
+
+    def search(
+        self,
+        query: str,
+        limit: int = 5,
+        memory_source: str = "all",
+        where_filter: dict[str, Any] | None = None,
+        apply_postprocessing: bool = True,
+        context: str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        temporal_weight: float | None = 0.0,
+        date_range: str | dict[str, Any] | None = None,
+        now: datetime | str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Search STM and/or LTM of one user; returns result dicts, best first.
+
+        Args:
+            query: the question. limit: results (> 0).
+            memory_source: ``all`` (deduplicated, the STM copy wins), ``stm`` or ``ltm``.
+            where_filter: Chroma-style filter (see :meth:`MemoryStore.search`), same on both tiers.
+            apply_postprocessing: apply ``context`` re-ranking when a context is given.
+            context: ``score = 0.3 * score + 0.7 * cos(context, note)``.
+            user_id, session_id: scope (None user = ``"default"``; None session = all sessions).
+            temporal_weight: w in [0, 1]: ``score = (1 - w) * relevance + w * exp(-days_ago / 7)``;
+                None = auto (0.7 with a temporal keyword in the query or a date_range, else 0).
+            date_range: see :func:`cortex_pg.temporal.parse_date_range`; applied to both tiers, in SQL.
+            now: the instant "today", ages and relative ranges resolve against (default: now).
+
+        Returns:
+            Dicts with id, content, keywords, tags, context, category, timestamp, last_accessed,
+            links, retrieval_count, evolution_history, user_id, session_id, metadata, score,
+            distance, memory_tier, semantic_score, recency_score, and temporal_weighted /
+            context_score when they apply. Never the embedding.
+
+        Raises:
+            ValidationError: bad arguments, an unparseable date_range or filter.
+        """
+        date_from = date_to = None
+        if date_range is not None and date_range != "":
+            date_from, date_to = parse_date_range(date_range, now=now)
+        weight = auto_temporal_weight(query, date_range) if temporal_weight is None else temporal_weight
+        results = self.store.search(
+            query,
+            user_id=user_id,
+            session_id=session_id,
+            limit=limit,
+            temporal_weight=weight,
+            date_from=date_from,
+            date_to=date_to,
+            now=now,
+            memory_source=memory_source,
+            where_filter=where_filter,
+            context=context if apply_postprocessing else None,
+        )
+        links = self._links([r.id for r in results], results[0].note.user_id) if results else {}
+        return [_result_dict(r, links.get(r.id, {}), weight) for r in results]
+
+    search_memory = search
+
+    def search_agentic(
+        self, query: str, limit: int = 5, user_id: str | None = None, session_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Alias of :meth:`search` (backward compatibility of the original)."""
+        return self.search(query, limit=limit, user_id=user_id, session_id=session_id)
+
+    def search_filtered(
+        self,
+        query: str,
+        limit: int = 5,
+        where_filter: dict[str, Any] | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """:meth:`search` with a where_filter."""
+        return self.search(
+            query, limit=limit, where_filter=where_filter, user_id=user_id, session_id=session_id
+        )
+
+    def find_related_memories(
+        self, query: str, k: int = 5, user_id: str | None = None, session_id: str | None = None
+    ) -> tuple[str, list[str]]:
+        """The k most related LTM notes as the original's text block and their ids."""
+        results = self.store.search(
+            query, user_id=user_id, session_id=session_id, limit=k, memory_source="ltm", touch=False
+        )
+        lines = [
+            f"memory index:{i}\tmemory id:{r.id}\ttimestamp:{r.created_at.isoformat()}\t"
+            f"memory content: {r.content}\tmemory context: {r.note.context}\t"
+            f"memory keywords: {r.note.keywords}\tmemory tags: {r.note.tags}\n"
+            for i, r in enumerate(results)
+        ]
+        return "".join(lines), [r.id for r in results]
+
+    def analyze_content(self, content: str) -> dict[str, Any]:
+        """Keywords, context and tags (and category with smart collections) for ``content``."""
+        v.content(content)
+        result = self.analyzer.analyze(content, with_category=self.enable_smart_collections)
+        result.pop("source", None)
+        return result
+
+    def shutdown(self) -> None:
+        """Finish pending background processing and release the database connections."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+        if self._owns_store:
+            self.store.close()
+
+    def wait(self) -> None:
+        """Block until background processing submitted so far has finished."""
+        with self._lock:
+            pending = list(self._pending)
+        for fut in pending:
+            fut.result()
+
+    # ------------------------------------------------------------------ links
+    def _links(self, ids: list[str], user_id: str) -> dict[str, dict[str, dict[str, Any]]]:
+        if not ids:
+            return {}
+        with self.store.engine.connect() as conn:
+            rows = conn.execute(
+                text(
+                    "SELECT source_id, target_id, type, strength, reason FROM cortex.note_links "
+                    "WHERE user_id = :u AND source_id = ANY(CAST(:ids AS uuid[]))"
+                ),
+                {"u": user_id, "ids": ids},
+            ).all()
+        out: dict[str, dict[str, dict[str, Any]]] = {}
+        for r in rows:
+            out.setdefault(str(r.source_id), {})[str(r.target_id)] = {
+                "type": r.type,
+                "strength": float(r.strength),
+                "reason": r.reason,
+            }
+        return out
+
+    def _set_links(self, note_id: str, links: dict[str, Any]) -> None:
+        self.store.update(note_id, links=links)
+
+
+def _iso(dt: datetime | None) -> str | None:
+    return dt.isoformat() if dt else None
+
+
+def _memory_note(note: Note, links: dict[str, Any], access_bump: int = 0) -> MemoryNote:
+    return MemoryNote(
+        id=note.id,
+        content=note.content,
+        keywords=note.keywords,
+        links=links,
+        retrieval_count=note.access_count + access_bump,
+        timestamp=_iso(note.created_at),
+        last_accessed=_iso(note.last_accessed_at),
+        context=note.context or DEFAULT_CONTEXT,
+        evolution_history=note.evolution_history,
+        category=note.category,
+        tags=note.tags,
+        user_id=note.user_id,
+        session_id=note.session_id,
+        metadata=note.metadata,
+        memory_tier=note.memory_tier,
+    )
+
+
+def _result_dict(r: SearchResult, links: dict[str, Any], weight: float) -> dict[str, Any]:
+    out = _memory_note(r.note, links, access_bump=1).to_dict()
+    out.update(
+        score=r.score,
+        distance=r.distance,
+        semantic_score=r.semantic_score,
+        recency_score=r.recency_score,
+        relevance_score=r.relevance_score,
+        text_score=r.text_score,
+    )
+    if weight > 0:
+        out["temporal_weighted"] = True
+    if r.context_score is not None:
+        out["context_score"] = r.context_score
+    return out

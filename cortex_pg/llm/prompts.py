@@ -1,0 +1,54 @@
+"""Prompts as data: each is a function from its context to chat messages, with its JSON schema."""
+
+from __future__ import annotations
+
+from typing import Any
+
+SYSTEM_JSON = "You must respond with a JSON object that follows the given schema."
+
+ANALYSIS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "keywords": {"type": "array", "items": {"type": "string"}},
+        "context": {"type": "string"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["keywords", "context", "tags"],
+    "additionalProperties": False,
+}
+
+
+def analysis_schema(with_category: bool) -> dict[str, Any]:
+    """The analysis answer's schema; ``category`` (a dot path) is required when asked for."""
+    if not with_category:
+        return ANALYSIS_SCHEMA
+    schema = {
+        **ANALYSIS_SCHEMA,
+        "properties": {**ANALYSIS_SCHEMA["properties"], "category": {"type": "string"}},
+    }
+    schema["required"] = [*ANALYSIS_SCHEMA["required"], "category"]
+    return schema
+
+
+def analysis_messages(
+    content: str, *, with_category: bool = False, existing_categories: str = ""
+) -> list[dict]:
+    """Messages asking for keywords, a one-sentence context, tags (and a dot-path category)."""
+    steps = [
+        "1. Identify the most salient keywords (nouns, verbs, key concepts), most important first, "
+        "at least three; no speaker names or times.",
+        "2. Summarise the main topic, key points and purpose in one sentence (the context).",
+        "3. Create at least three broad categorical tags (domain, format, type).",
+    ]
+    if with_category:
+        steps.append(
+            "4. Give a hierarchical category in lowercase dot notation, 2-4 levels, no spaces, "
+            "e.g. work.programming.python or personal.health.fitness; never 'general' or 'uncategorized'."
+            + (
+                f"\nExisting categories, prefer these when they fit:\n{existing_categories}"
+                if existing_categories
+                else ""
+            )
+        )
+    user = "Analyse the content below.\n" + "\n".join(steps) + "\n\nContent for analysis:\n" + content
+    return [{"role": "system", "content": SYSTEM_JSON}, {"role": "user", "content": user}]
