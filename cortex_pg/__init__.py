@@ -3,6 +3,7 @@
 Public names only; see :class:`MemoryStore` for the repository API.
 """
 
+from cortex_pg.compat.prem import AgenticMemorySystem, MemoryNote
 from cortex_pg.errors import (
     ConflictError,
     CortexPGError,
@@ -17,6 +18,8 @@ from cortex_pg.errors import (
 )
 
 __all__ = [
+    "AgenticMemorySystem",
+    "MemoryNote",
     "ConflictError",
     "CortexPGError",
     "DatabaseError",

@@ -19,9 +19,7 @@ log = logging.getLogger(__name__)
 
 MAX_KEYWORDS = 5
 COMMON_WORDS = frozenset(
-    "the a an in on at to for and or but is are was were this that with from have has had will would "
-    "could should there their they them then than what when where which who whom your about into over "
-    "just very also some more most such only other".split()
+    ["the", "a", "an", "in", "on", "at", "to", "for", "and", "or", "but", "is", "are", "was", "were", "this", "that", "with", "from", "have", "has", "had", "will", "would", "could", "should", "there", "their", "they", "them", "then", "than", "what", "when", "where", "which", "who", "whom", "your", "about", "into", "over", "just", "very", "also", "some", "more", "most", "such", "only", "other"]
 )
 _WORD = re.compile(r"[A-Za-z][A-Za-z'\-]*")
 

@@ -1,7 +1,9 @@
 """A local OpenAI-compatible HTTP server for tests (real HTTP, real ``openai`` client).
 
 Serves ``POST /v1/embeddings`` with deterministic hashing vectors of the requested model's
-dimension and records every request body.
+dimension, and ``POST /v1/chat/completions`` with whatever ``chat`` returns for the request
+body: a dict (sent as the message's JSON content), a string (sent as the raw content, e.g.
+malformed JSON) or an int (an HTTP error status). Every request body is recorded.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072}
 
 
 class OpenAIStub:
-    def __init__(self) -> None:
+    def __init__(self, chat=None) -> None:  # noqa: ANN001
         self.requests: list[dict] = []
+        self.chat = chat or (lambda body: {"keywords": [], "context": "General", "tags": []})
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -43,6 +46,29 @@ class OpenAIStub:
                         "usage": {"prompt_tokens": 1, "total_tokens": 1},
                     }
                     self._send(200, payload)
+                elif self.path.rstrip("/").endswith("/chat/completions"):
+                    answer = stub.chat(body)
+                    if isinstance(answer, int):
+                        self._send(answer, {"error": {"message": "stub error", "type": "server_error"}})
+                        return
+                    content = answer if isinstance(answer, str) else json.dumps(answer)
+                    self._send(
+                        200,
+                        {
+                            "id": "chatcmpl-stub",
+                            "object": "chat.completion",
+                            "created": 0,
+                            "model": body["model"],
+                            "choices": [
+                                {
+                                    "index": 0,
+                                    "finish_reason": "stop",
+                                    "message": {"role": "assistant", "content": content},
+                                }
+                            ],
+                            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                        },
+                    )
                 else:
                     self._send(404, {"error": {"message": "not found"}})
 

@@ -1,0 +1,336 @@
+"""The Prem Cortex API (AgenticMemorySystem) on cortex-pg: the README's usage examples, offline."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from cortex_pg import AgenticMemorySystem, ImmutableFieldError, ValidationError
+from cortex_pg.embeddings import HashingEmbedder
+from tests.helpers.openai_stub import OpenAIStub
+
+NOW = datetime(2024, 3, 20, 15, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def ams(db_url, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    system = AgenticMemorySystem(
+        database_url=db_url, embedder=HashingEmbedder(), enable_background_processing=False
+    )
+    yield system
+    system.shutdown()
+
+
+@pytest.fixture
+def readme_system(db_url, minilm, monkeypatch):
+    """The README's four notes, times relative to NOW."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    system = AgenticMemorySystem(
+        database_url=db_url, embedder=minilm, enable_background_processing=False, stm_capacity=10
+    )
+    system.add_note(
+        "User prefers TypeScript over JavaScript for new projects",
+        user_id="user_123",
+        time=(NOW - timedelta(hours=1)).isoformat(),
+    )
+    system.add_note(
+        "Discussed API rate limiting strategies using Redis",
+        user_id="user_123",
+        time=(NOW - timedelta(days=1)).isoformat(),
+    )
+    system.add_note(
+        "Team decided to migrate from REST to GraphQL",
+        user_id="user_123",
+        time=(NOW - timedelta(days=7)).isoformat(),
+    )
+    system.add_note(
+        "Q1 planning: Focus on performance optimization", user_id="user_123", time="2024-01-15T10:00:00+00:00"
+    )
+    yield system
+    system.shutdown()
+
+
+@pytest.mark.model
+def test_strategy_1_pure_semantic(readme_system):
+    results = readme_system.search(
+        "programming preferences", user_id="user_123", memory_source="ltm", limit=3, now=NOW
+    )
+    assert results[0]["content"] == "User prefers TypeScript over JavaScript for new projects"
+    assert "temporal_weighted" not in results[0]
+
+
+@pytest.mark.model
+def test_strategy_2_temporal_weight(readme_system):
+    results = readme_system.search(
+        "what did we discuss yesterday?",
+        user_id="user_123",
+        memory_source="ltm",
+        temporal_weight=0.7,
+        limit=3,
+        now=NOW,
+    )
+    top = results[0]
+    assert top["content"] == "Discussed API rate limiting strategies using Redis"
+    assert top["temporal_weighted"] is True
+    assert top["recency_score"] == pytest.approx(2.718281828 ** (-1 / 7), rel=1e-4)
+
+
+@pytest.mark.model
+def test_strategy_3_last_week(readme_system):
+    results = readme_system.search(
+        "team decisions", user_id="user_123", memory_source="ltm", date_range="last week", limit=3, now=NOW
+    )
+    contents = [r["content"] for r in results]
+    assert contents[0] == "Team decided to migrate from REST to GraphQL"
+    assert set(contents) == {
+        "Team decided to migrate from REST to GraphQL",
+        "Discussed API rate limiting strategies using Redis",
+    }
+
+
+@pytest.mark.model
+def test_strategy_4_month(readme_system):
+    results = readme_system.search(
+        "planning", user_id="user_123", memory_source="ltm", date_range="2024-01", limit=3, now=NOW
+    )
+    assert [r["content"] for r in results] == ["Q1 planning: Focus on performance optimization"]
+
+
+@pytest.mark.model
+def test_date_range_filters_stm_too(readme_system):
+    # the original skips STM when a date_range is given; we filter it
+    results = readme_system.search(
+        "planning", user_id="user_123", memory_source="stm", date_range="2024-01", limit=3, now=NOW
+    )
+    assert [r["content"] for r in results] == ["Q1 planning: Focus on performance optimization"]
+    assert results[0]["memory_tier"] == "stm"
+
+
+@pytest.mark.model
+def test_auto_temporal_weight(readme_system):
+    plain = readme_system.search(
+        "recent programming preferences", user_id="user_123", limit=3, now=NOW, temporal_weight=None
+    )
+    assert plain[0]["temporal_weighted"] is True
+
+
+def test_multi_user_and_no_widening(ams):
+    nid = ams.add_note(
+        "User prefers dark mode for all interfaces", user_id="user123", session_id="session456"
+    )
+    found = ams.search_memory("user interface preferences", user_id="user123", session_id="session456")
+    assert [r["id"] for r in found] == [nid]
+    assert found[0]["user_id"] == "user123" and found[0]["session_id"] == "session456"
+    assert ams.search_memory("user interface preferences", user_id="someone_else") == []
+    assert ams.search_memory("user interface preferences", user_id="user123", session_id="other") == []
+
+
+@pytest.mark.model
+def test_context_aware_search(db_url, minilm):
+    system = AgenticMemorySystem(database_url=db_url, embedder=minilm, enable_background_processing=False)
+    try:
+        system.add_note("The model overfits the training data; add dropout and weight decay.", user_id="c")
+        system.add_note("The fashion model walked the runway in Milan.", user_id="c")
+        with_ctx = system.search_memory(
+            "machine learning models", context="machine learning research", limit=10, user_id="c"
+        )
+        assert "context_score" in with_ctx[0]
+        assert with_ctx[0]["content"].startswith("The model overfits")
+        r = with_ctx[0]
+        blended = r["relevance_score"]  # temporal weight 0: blended = relevance
+        assert r["score"] == pytest.approx(0.3 * blended + 0.7 * r["context_score"], rel=1e-6)
+        no_post = system.search_memory(
+            "machine learning models", context="Computer Science", apply_postprocessing=False, user_id="c"
+        )
+        assert "context_score" not in no_post[0]
+    finally:
+        system.shutdown()
+
+
+def test_where_filter_on_tags(ams):
+    a = ams.add_note("Dijkstra finds shortest paths", tags=["algorithms", "graphs"], user_id="f")
+    ams.add_note("Gradient descent with momentum", tags=["optimization"], user_id="f")
+    results = ams.search_memory(
+        "optimization techniques", where_filter={"tags": {"$contains": "algorithms"}}, user_id="f"
+    )
+    assert [r["id"] for r in results] == [a]
+    for source in ("stm", "ltm"):
+        results = ams.search(
+            "paths", where_filter={"tags": {"$contains": "algorithms"}}, user_id="f", memory_source=source
+        )
+        assert [r["id"] for r in results] == [a] and results[0]["memory_tier"] == source
+
+
+def test_result_shape_and_access_counts(ams):
+    nid = ams.add_note(
+        "The sky is blue because of Rayleigh scattering.",
+        context="Science",
+        tags=["physics", "optics"],
+        user_id="1",
+        source="book",
+        page=12,
+    )
+    r = ams.search("why is the sky blue", user_id="1")[0]
+    for key in (
+        "id",
+        "content",
+        "keywords",
+        "tags",
+        "context",
+        "category",
+        "timestamp",
+        "last_accessed",
+        "links",
+        "retrieval_count",
+        "evolution_history",
+        "user_id",
+        "session_id",
+        "score",
+        "distance",
+        "memory_tier",
+        "semantic_score",
+        "recency_score",
+    ):
+        assert key in r, key
+    assert "embedding" not in r
+    assert r["user_id"] == "1" and isinstance(r["user_id"], str)
+    assert r["metadata"] == {"source": "book", "page": 12}  # unknown kwargs are kept
+    assert r["context"] == "Science" and r["tags"] == ["physics", "optics"]
+    assert r["retrieval_count"] == 1
+    note = ams.read(nid)
+    assert note.retrieval_count == 2
+    assert ams.read(nid, user_id="1").retrieval_count == 3
+    assert ams.read(nid, user_id="2") is None
+
+
+def test_light_and_offline_deep_processing(ams):
+    nid = ams.add_note("Neural networks are computational systems inspired by the human brain.", user_id="p")
+    note = ams.read(nid)
+    assert note.keywords and len(note.keywords) <= 5
+    assert note.context == "General"
+    assert note.tags  # offline: tags from the keywords
+    kept = ams.add_note(
+        "Transformers use attention",
+        keywords=["attention"],
+        context="Deep learning",
+        tags=["nlp"],
+        user_id="p",
+    )
+    note = ams.read(kept)
+    assert note.keywords == ["attention"] and note.context == "Deep learning" and note.tags == ["nlp"]
+
+
+def test_llm_analysis_over_http_and_fallback(db_url):
+    answers = iter(
+        [
+            {
+                "keywords": ["neural networks", "brain"],
+                "context": "Intro to neural networks.",
+                "tags": ["ai", "ml", "education"],
+            },
+            "this is not json",
+            "still not json",
+            "never json",
+        ]
+    )
+    with OpenAIStub(chat=lambda body: next(answers)) as stub:
+        system = AgenticMemorySystem(
+            database_url=db_url,
+            embedder=HashingEmbedder(),
+            api_key="sk-test",
+            llm_base_url=stub.base_url,
+            enable_background_processing=False,
+        )
+        try:
+            a = system.add_note("Neural networks are inspired by the brain.", user_id="l", tags=["mine"])
+            note = system.read(a)
+            assert note.keywords == ["neural networks", "brain"]
+            assert note.context == "Intro to neural networks."
+            assert note.tags == ["mine"]  # user-supplied fields are kept
+            chat = [r for r in stub.requests if r["path"].endswith("/chat/completions")]
+            assert chat[0]["body"]["response_format"]["type"] == "json_schema"
+            # malformed answers (3 attempts) degrade to the offline path; the note is kept
+            b = system.add_note("Gradient descent minimises a loss function step by step.", user_id="l")
+            note = system.read(b)
+            assert note.content.startswith("Gradient descent") and note.keywords and note.context == "General"
+        finally:
+            system.shutdown()
+
+
+def test_background_processing_fills_fields_later(db_url):
+    system = AgenticMemorySystem(
+        database_url=db_url, embedder=HashingEmbedder(), enable_background_processing=True
+    )
+    try:
+        nid = system.add_note("Pepper the beagle chewed a shoe on her first night.", user_id="b")
+        assert system.read(nid) is not None  # in the store at once
+        system.wait()
+        assert system.read(nid).tags
+    finally:
+        system.shutdown()
+
+
+def test_update_delete_clear(ams):
+    nid = ams.add_note("first text", user_id="u", session_id="s")
+    assert ams.update(nid, content="second text", tags=["t"], mood="happy") is True
+    note = ams.read(nid)
+    assert note.content == "second text" and note.tags == ["t"] and note.metadata["mood"] == "happy"
+    assert ams.update("00000000-0000-0000-0000-000000000000", content="x") is False
+    with pytest.raises(ImmutableFieldError):
+        ams.update(nid, user_id="someone-else")
+    other = ams.add_note("another", user_id="u", session_id="t")
+    assert ams.clear_stm(user_id="u", session_id="s") == 1
+    assert ams.search("second text", user_id="u", session_id="s", memory_source="stm") == []
+    assert ams.search("second text", user_id="u", memory_source="ltm")[0]["id"] == nid
+    assert ams.clear_ltm(user_id="u") == 2
+    assert ams.delete(other) is True  # still in STM
+    assert ams.delete(other) is False
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"date_range": "the other day, maybe"}, "date_range"),
+        ({"memory_source": "cache"}, "memory_source"),
+        ({"limit": 0}, "limit"),
+        ({"temporal_weight": 2}, "temporal_weight"),
+        ({"where_filter": {"tags": {"$regex": "x"}}}, "where_filter"),
+    ],
+)
+def test_bad_search_input(ams, kwargs, field):
+    with pytest.raises(ValidationError) as err:
+        ams.search("anything", **kwargs)
+    assert err.value.field == field
+
+
+def test_other_process_sees_reads_updates_and_deletes(ams, db_url):
+    code = f"""
+import json
+from cortex_pg import AgenticMemorySystem
+from cortex_pg.embeddings import HashingEmbedder
+s = AgenticMemorySystem(database_url={db_url!r}, embedder=HashingEmbedder(), enable_background_processing=False)
+print(json.dumps(s.add_note("written by another process", user_id="x", tags=["ipc"])))
+s.shutdown()
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    nid = json.loads(out.stdout.strip().splitlines()[-1])
+    assert ams.read(nid).content == "written by another process"
+    assert ams.search("another process", user_id="x")[0]["id"] == nid
+    assert ams.update(nid, tags=["ipc", "seen"]) is True
+    assert ams.read(nid).tags == ["ipc", "seen"]
+    assert ams.delete(nid) is True
+    assert ams.read(nid) is None
+
+
+def test_find_related_memories_and_analyze(ams):
+    ids = [ams.add_note(t, user_id="r") for t in ("cats purr", "dogs bark", "cats sleep a lot")]
+    text_block, found = ams.find_related_memories("cats", k=2, user_id="r")
+    assert len(found) == 2 and set(found) <= set(ids)
+    assert text_block.startswith("memory index:0\tmemory id:")
+    analysis = ams.analyze_content("Kubernetes schedules containers onto nodes.")
+    assert set(analysis) == {"keywords", "context", "tags"}
