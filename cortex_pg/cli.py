@@ -336,7 +336,7 @@ def _register_plugins() -> None:
     """Commands contributed by other modules (each exposes ``register(app)``)."""
     import importlib
 
-    for name in ("cortex_pg.cli_entities", "cortex_pg.cli_evolution"):
+    for name in ("cortex_pg.cli_entities", "cortex_pg.cli_evolution", "cortex_pg.cli_cortex"):
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:

@@ -588,6 +588,40 @@ class MemoryStore:
             rows = conn.execute(text(sql.SEARCH), params).mappings().all()
         return [result_from_row(r) for r in rows]
 
+    def list_notes(
+        self,
+        *,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        memory_source: str = "ltm",
+        limit: int | None = None,
+    ) -> list[Note]:
+        """Notes of a user (and session) in one tier (``ltm`` or ``stm``), oldest first.
+
+        Merged-away LTM notes are left out. ``limit`` caps the count (None = all).
+        """
+        uid = validation.scope_id(user_id, "user_id")
+        sid = validation.optional_scope_id(session_id, "session_id")
+        source = validation.memory_source(memory_source)
+        if source == "all":
+            raise ValidationError("memory_source", "list one tier at a time: ltm or stm")
+        cap = None if limit is None else validation.limit(limit)
+        if source == "ltm":
+            q = (
+                f"SELECT {sql.NOTE_COLUMNS}, 'ltm' AS memory_tier, merged_into, evolution_history "
+                "FROM cortex.notes WHERE user_id = :u AND (CAST(:s AS text) IS NULL OR session_id = :s) "
+                "AND merged_into IS NULL ORDER BY created_at, id LIMIT :n"
+            )
+        else:
+            q = (
+                f"SELECT {sql.NOTE_COLUMNS}, 'stm' AS memory_tier FROM cortex.stm_notes "
+                "WHERE user_id = :u AND (CAST(:s AS text) IS NULL OR session_id = :s) "
+                "ORDER BY created_at, seq LIMIT :n"
+            )
+        with self.engine.connect() as conn, translate_db_errors():
+            rows = conn.execute(text(q), {"u": uid, "s": sid, "n": cap}).mappings().all()
+        return [note_from_row(r) for r in rows]
+
     def count(
         self, *, user_id: str | None = None, session_id: str | None = None, memory_source: str = "ltm"
     ) -> int:

@@ -1,0 +1,201 @@
+"""``cortex-pg cortex``: the Prem Cortex test CLI's options, on cortex-pg.
+
+Stores chunks of an input file for one user and session, asks queries against STM, LTM and
+both, and writes ``stm_memories.json``, ``ltm_memories.json`` and ``full_query_results.json``
+to an output directory. ``--stm-json`` / ``--ltm-json`` import such files (ids kept), so
+export -> clear -> import round-trips.
+
+Chunking: the file is split on blank-line blocks; a block longer than 2,000 characters is
+re-split into pieces of at most 2,000 characters on word boundaries, each piece starting
+with the last ~200 characters of the previous one (overlap).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+CHUNK_SIZE = 2000
+CHUNK_OVERLAP = 200
+EXPORT_KEYS = (
+    "id",
+    "content",
+    "context",
+    "tags",
+    "keywords",
+    "timestamp",
+    "score",
+    "memory_tier",
+    "user_id",
+    "session_id",
+    "category",
+    "links",
+    "retrieval_count",
+    "metadata",
+)
+
+
+def split_chunks(body: str, size: int = CHUNK_SIZE, overlap: int = CHUNK_OVERLAP) -> list[str]:
+    """Blank-line blocks; blocks over ``size`` characters re-split with ``overlap`` (see module doc)."""
+    chunks: list[str] = []
+    for block in re.split(r"\n\s*\n", body):
+        block = block.strip()
+        if not block:
+            continue
+        if len(block) <= size:
+            chunks.append(block)
+            continue
+        pieces = textwrap.wrap(block, width=size - overlap, break_long_words=True, replace_whitespace=False)
+        for i, piece in enumerate(pieces):
+            prefix = pieces[i - 1][-overlap:] if i else ""
+            chunks.append((prefix + " " + piece).strip() if prefix else piece)
+    return chunks
+
+
+def _parse_timestamp(value: Any) -> Any:
+    """Accept the original's legacy ``YYYYMMDDHHMM`` timestamps as well as ISO 8601."""
+    if isinstance(value, str) and re.fullmatch(r"\d{12}", value):
+        return datetime.strptime(value, "%Y%m%d%H%M").replace(tzinfo=UTC).isoformat()
+    return value
+
+
+def _export(note_dicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: d.get(k) for k in EXPORT_KEYS} for d in note_dicts]
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``cortex`` command to ``app``."""
+
+    @app.command("cortex")
+    def cortex(
+        ctx: typer.Context,
+        input_file: Annotated[Path | None, typer.Option(help="Text file to store, in chunks.")] = None,
+        queries_file: Annotated[Path | None, typer.Option(help="JSON list of query strings.")] = None,
+        query: Annotated[list[str] | None, typer.Option("--query", help="A query (repeatable).")] = None,
+        limit: Annotated[int, typer.Option(help="Results per query and source.")] = 5,
+        user_id: Annotated[str, typer.Option("--user-id")] = "testuser1",
+        session_id: Annotated[str, typer.Option("--session-id")] = "testsession1",
+        stm_json: Annotated[
+            Path | None, typer.Option("--stm-json", help="Import STM memories (JSON list).")
+        ] = None,
+        ltm_json: Annotated[
+            Path | None, typer.Option("--ltm-json", help="Import LTM memories (JSON list).")
+        ] = None,
+        skip_storage: Annotated[
+            bool, typer.Option("--skip-storage", help="Do not store the input file.")
+        ] = False,
+        output_dir: Annotated[Path | None, typer.Option(help="Write the JSON files here.")] = None,
+    ) -> None:
+        """Prem Cortex's test CLI: store a file, import/export memories, compare STM/LTM answers."""
+        from cortex_pg.cli import console, handle_errors
+        from cortex_pg.compat.prem import AgenticMemorySystem
+        from cortex_pg.embeddings import embedder_from_name
+        from cortex_pg.errors import ValidationError
+
+        @handle_errors
+        def run() -> None:
+            settings = ctx.obj.settings()
+            system = AgenticMemorySystem(
+                database_url=settings.database_url,
+                path=settings.home,
+                enable_background_processing=False,
+                embedder=embedder_from_name(settings.embedder),
+            )
+            try:
+                for path in (p for p in (ltm_json, stm_json) if p):
+                    try:
+                        entries = json.loads(path.read_text(encoding="utf-8"))
+                    except (OSError, json.JSONDecodeError) as exc:
+                        raise ValidationError(str(path), f"cannot read memories: {exc}") from None
+                    if not isinstance(entries, list):
+                        raise ValidationError(str(path), "expected a JSON list of memories")
+                    for e in entries:
+                        system.add_note(
+                            e["content"],
+                            time=_parse_timestamp(e.get("timestamp")),
+                            user_id=e.get("user_id") or user_id,
+                            session_id=e.get("session_id") or session_id,
+                            id=e.get("id"),
+                            keywords=e.get("keywords"),
+                            tags=e.get("tags"),
+                            context=e.get("context"),
+                            category=e.get("category"),
+                            metadata=e.get("metadata") or None,
+                        )
+                    console.print(f"imported {len(entries)} memories from {path}")
+                if input_file and not skip_storage and not (stm_json and ltm_json):
+                    chunks = split_chunks(input_file.read_text(encoding="utf-8"))
+                    for chunk in chunks:
+                        system.add_note(chunk, user_id=user_id, session_id=session_id)
+                    console.print(f"stored {len(chunks)} chunks of {input_file}")
+                queries = list(query or [])
+                if queries_file:
+                    queries += json.loads(queries_file.read_text(encoding="utf-8"))
+                results: dict[str, Any] = {}
+                for q in queries:
+                    per = {
+                        src: system.search(
+                            q, limit=limit, memory_source=src, user_id=user_id, session_id=session_id
+                        )
+                        for src in ("stm", "ltm", "all")
+                    }
+                    results[q] = {
+                        src: [
+                            {
+                                "id": r["id"],
+                                "content": r["content"],
+                                "score": r["score"],
+                                "memory_tier": r["memory_tier"],
+                                "timestamp": r["timestamp"],
+                            }
+                            for r in rs
+                        ]
+                        for src, rs in per.items()
+                    }
+                    console.print(f"[bold]{q}[/bold]")
+                    for i, r in enumerate(per["all"], 1):
+                        console.print(f"  {i}. ({r['memory_tier']}, {r['score']:.3f}) {r['content'][:120]}")
+                if output_dir:
+                    output_dir.mkdir(parents=True, exist_ok=True)
+                    store = system.store
+                    for tier in ("stm", "ltm"):
+                        notes = store.list_notes(user_id=user_id, session_id=session_id, memory_source=tier)
+                        links = system._links([n.id for n in notes], user_id)
+                        dicts = [dict(_note_dict(n), links=links.get(n.id, {})) for n in notes]
+                        (output_dir / f"{tier}_memories.json").write_text(
+                            json.dumps(_export(dicts), indent=2, ensure_ascii=False), encoding="utf-8"
+                        )
+                    (output_dir / "full_query_results.json").write_text(
+                        json.dumps(results, indent=2, ensure_ascii=False), encoding="utf-8"
+                    )
+                    console.print(
+                        f"wrote stm_memories.json, ltm_memories.json, full_query_results.json to {output_dir}"
+                    )
+            finally:
+                system.shutdown()
+
+        run()
+
+
+def _note_dict(note: Any) -> dict[str, Any]:
+    return {
+        "id": note.id,
+        "content": note.content,
+        "context": note.context,
+        "tags": note.tags,
+        "keywords": note.keywords,
+        "timestamp": note.created_at.isoformat(),
+        "score": None,
+        "memory_tier": note.memory_tier,
+        "user_id": note.user_id,
+        "session_id": note.session_id,
+        "category": note.category,
+        "retrieval_count": note.access_count,
+        "metadata": note.metadata,
+    }

@@ -1,0 +1,138 @@
+"""``cortex-pg cortex``: the Prem Cortex CLI options; export -> clear -> import round-trips."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from cortex_pg.cli import app
+from cortex_pg.cli_cortex import split_chunks
+
+TEXT = """Lyra Drake is a cartographer who maps desert canyons.
+
+She met Mr. Maverick during a sandstorm in the desert; he guided her to an oasis.
+
+""" + ("Long section about her maps. " * 120)
+
+
+def test_split_chunks_overlaps_long_blocks():
+    chunks = split_chunks(TEXT)
+    assert chunks[0].startswith("Lyra Drake") and chunks[1].startswith("She met")
+    long_parts = chunks[2:]
+    assert len(long_parts) >= 2 and all(len(c) <= 2000 for c in long_parts)
+    assert long_parts[0][-50:] in long_parts[1]  # overlap
+
+
+def test_cortex_cli_store_query_export_import_round_trip(db_url, tmp_path):
+    runner = CliRunner()
+    env = {"DATABASE_URL": db_url}
+    src = tmp_path / "lyra.txt"
+    src.write_text(TEXT)
+    queries = tmp_path / "queries.json"
+    queries.write_text(json.dumps(["Who is Lyra Drake?", "Desert experience with Mr. Maverick"]))
+    out1 = tmp_path / "run1"
+    base = ["--embedder", "hashing", "cortex", "--user-id", "u1", "--session-id", "s1"]
+    r = runner.invoke(
+        app,
+        [
+            *base,
+            "--input-file",
+            str(src),
+            "--queries-file",
+            str(queries),
+            "--query",
+            "oasis",
+            "--limit",
+            "3",
+            "--output-dir",
+            str(out1),
+        ],
+        env=env,
+    )
+    assert r.exit_code == 0, r.output
+    ltm = json.loads((out1 / "ltm_memories.json").read_text())
+    stm = json.loads((out1 / "stm_memories.json").read_text())
+    results1 = json.loads((out1 / "full_query_results.json").read_text())
+    assert len(ltm) == len(split_chunks(TEXT)) and stm
+    assert set(results1) == {"Who is Lyra Drake?", "Desert experience with Mr. Maverick", "oasis"}
+    assert {"stm", "ltm", "all"} == set(results1["oasis"])
+    assert all(
+        set(m) >= {"id", "content", "context", "tags", "keywords", "timestamp", "score", "memory_tier"}
+        for m in ltm
+    )
+
+    # clear, import, and the same searches return the same ids
+    from cortex_pg.store import MemoryStore
+
+    store = MemoryStore.open(db_url, embedder="hashing", auto_migrate=False)
+    assert store.delete_where(user_id="u1") == len(ltm)
+    store.close()
+    out2 = tmp_path / "run2"
+    r = runner.invoke(
+        app,
+        [
+            *base,
+            "--ltm-json",
+            str(out1 / "ltm_memories.json"),
+            "--stm-json",
+            str(out1 / "stm_memories.json"),
+            "--queries-file",
+            str(queries),
+            "--query",
+            "oasis",
+            "--limit",
+            "3",
+            "--output-dir",
+            str(out2),
+        ],
+        env=env,
+    )
+    assert r.exit_code == 0, r.output
+    results2 = json.loads((out2 / "full_query_results.json").read_text())
+    for q in results1:
+        for src in ("ltm", "all"):
+            assert [x["id"] for x in results2[q][src]] == [x["id"] for x in results1[q][src]], (q, src)
+    assert {m["id"] for m in json.loads((out2 / "ltm_memories.json").read_text())} == {m["id"] for m in ltm}
+
+
+def test_legacy_timestamps_and_bad_files(db_url, tmp_path):
+    runner = CliRunner()
+    legacy = tmp_path / "ltm.json"
+    legacy.write_text(
+        json.dumps(
+            [
+                {
+                    "id": "3f2b8c1e-8a51-4c1e-9f7e-2d9f1f0a1b2c",
+                    "content": "old memory",
+                    "context": "General",
+                    "tags": [],
+                    "keywords": [],
+                    "timestamp": "202506130646",
+                    "score": -0.77,
+                    "memory_tier": "ltm",
+                }
+            ]
+        )
+    )
+    r = runner.invoke(
+        app,
+        [
+            "--embedder",
+            "hashing",
+            "cortex",
+            "--ltm-json",
+            str(legacy),
+            "--query",
+            "old memory",
+            "--skip-storage",
+        ],
+        env={"DATABASE_URL": db_url},
+    )
+    assert r.exit_code == 0, r.output
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    r = runner.invoke(
+        app, ["--embedder", "hashing", "cortex", "--ltm-json", str(bad)], env={"DATABASE_URL": db_url}
+    )
+    assert r.exit_code == 2
