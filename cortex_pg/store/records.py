@@ -56,6 +56,10 @@ class SearchResult:
         text_score: Okapi BM25 score of the note for the query (0 when no term matched).
         recency_score: ``exp(-age_days / 7)`` in (0, 1], age measured from ``now``.
         vector_rank / text_rank: 1-based rank in each candidate list, None when not a candidate.
+        is_linked: True for a note appended by ``search(include_links=True)`` because a result
+            links to it (Prem Cortex result shape); then ``linked_from`` is that result's id and
+            ``relationship_type`` / ``relationship_strength`` (in [0, 1]) / ``relationship_reason``
+            describe the link.
     """
 
     note: Note
@@ -67,6 +71,11 @@ class SearchResult:
     recency_score: float
     vector_rank: int | None
     text_rank: int | None
+    is_linked: bool = False
+    linked_from: str | None = None
+    relationship_type: str | None = None
+    relationship_strength: float | None = None
+    relationship_reason: str | None = None
 
     @property
     def id(self) -> str:
@@ -100,7 +109,15 @@ class SearchResult:
             recency_score=self.recency_score,
             vector_rank=self.vector_rank,
             text_rank=self.text_rank,
+            is_linked=self.is_linked,
         )
+        if self.is_linked:
+            out.update(
+                linked_from=self.linked_from,
+                relationship_type=self.relationship_type,
+                relationship_strength=self.relationship_strength,
+                relationship_reason=self.relationship_reason,
+            )
         return out
 
 
