@@ -30,18 +30,27 @@ FOR NO KEY UPDATE
 """
 
 # Exact k-NN among the current notes of the same user and session (the note itself excluded),
-# by cosine distance of the stored embeddings of one model.
+# by cosine distance of the stored embeddings of one model. Written as materialised steps
+# (the note's vector, the user's merged ids, the k nearest, then their rows) so the plan stays
+# one index range scan of the user's embeddings even before the tables have statistics.
 NEIGHBOURS = """
-SELECT n.id, n.content, n.keywords, n.tags, n.context, n.category,
-       1 - (e.embedding <=> me.embedding) AS cosine
-FROM cortex.embeddings me
-JOIN cortex.embeddings e
-  ON e.user_id = me.user_id AND e.model = me.model AND e.session_id = me.session_id
- AND e.note_id <> me.note_id
-JOIN cortex.notes n ON n.user_id = e.user_id AND n.id = e.note_id AND n.merged_into IS NULL
-WHERE me.user_id = :user_id AND me.note_id = :id AND me.model = :model
-ORDER BY e.embedding <=> me.embedding, n.id
-LIMIT :k
+WITH me AS MATERIALIZED (
+    SELECT embedding, session_id FROM cortex.embeddings
+    WHERE user_id = :user_id AND note_id = :id AND model = :model
+), merged AS MATERIALIZED (
+    SELECT coalesce(array_agg(id), '{}') AS ids FROM cortex.notes
+    WHERE user_id = :user_id AND merged_into IS NOT NULL
+), near AS MATERIALIZED (
+    SELECT e.note_id, e.embedding <=> me.embedding AS dist
+    FROM me, merged, cortex.embeddings e
+    WHERE e.user_id = :user_id AND e.model = :model AND e.session_id = me.session_id
+      AND e.note_id <> :id AND e.note_id <> ALL (merged.ids)
+    ORDER BY 2, 1
+    LIMIT :k
+)
+SELECT n.id, n.content, n.keywords, n.tags, n.context, n.category, 1 - near.dist AS cosine
+FROM near JOIN cortex.notes n ON n.user_id = :user_id AND n.id = near.note_id
+ORDER BY near.dist, n.id
 """
 
 SET_FIELDS = """
