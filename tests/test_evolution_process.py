@@ -66,7 +66,16 @@ def _link_count(store) -> int:
 
 def test_cli_worker_in_another_process_evolves_notes(store, db_url):
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cortex_pg.cli_evolution", "worker", "--concurrency", "2", "--poll-interval", "5"],
+        [
+            sys.executable,
+            "-m",
+            "cortex_pg.cli_evolution",
+            "worker",
+            "--concurrency",
+            "2",
+            "--poll-interval",
+            "5",
+        ],
         env=_env(db_url),
         stderr=subprocess.PIPE,
         text=True,
