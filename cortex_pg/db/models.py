@@ -345,3 +345,53 @@ class Relationship(Base):
         Index("ix_relationships_target", "user_id", "target_id"),
         Index("ix_relationships_note_ids", "note_ids", postgresql_using="gin"),
     )
+
+
+JOB_STATUSES = ("queued", "running", "done", "failed")
+
+
+class EvolutionJob(Base):
+    """A durable evolution job: one note to compare with its neighbours (``kind = 'evolve'``).
+
+    Lifecycle: ``queued`` -> ``running`` (taken with ``FOR UPDATE SKIP LOCKED``; ``locked_by``,
+    ``locked_at`` set, ``attempts`` + 1) -> ``done`` (in the same transaction as its effects)
+    or back to ``queued`` with ``run_after`` pushed out (backoff) or ``failed`` with ``error``
+    after ``max_attempts``. A ``running`` job whose ``locked_at`` is older than the lock
+    timeout belongs to a dead worker and is taken again. At most one queued or running job
+    per (user_id, note_id, kind).
+    """
+
+    __tablename__ = "evolution_jobs"
+
+    user_id: Mapped[str]
+    id: Mapped[int] = mapped_column(BigInteger, Identity(always=False))
+    note_id: Mapped[uuid.UUID]
+    kind: Mapped[str] = mapped_column(server_default=text("'evolve'"))
+    status: Mapped[str] = mapped_column(server_default=text("'queued'"))
+    attempts: Mapped[int] = mapped_column(server_default=text("0"))
+    max_attempts: Mapped[int] = mapped_column(server_default=text("5"))
+    run_after: Mapped[datetime] = mapped_column(server_default=text("now()"))
+    locked_by: Mapped[str | None]
+    locked_at: Mapped[datetime | None]
+    error: Mapped[str | None]
+    result: Mapped[dict[str, Any] | None]
+    created_at: Mapped[datetime] = mapped_column(server_default=text("now()"))
+    updated_at: Mapped[datetime] = mapped_column(server_default=text("now()"))
+
+    __table_args__ = (
+        PrimaryKeyConstraint("user_id", "id"),
+        ForeignKeyConstraint(["user_id", "note_id"], ["notes.user_id", "notes.id"], ondelete="CASCADE"),
+        CheckConstraint("status IN ('queued', 'running', 'done', 'failed')", name="status_known"),
+        CheckConstraint("attempts >= 0 AND max_attempts >= 1", name="attempts_range"),
+        Index("ix_evolution_jobs_ready", "run_after", "id", postgresql_where=text("status = 'queued'")),
+        Index("ix_evolution_jobs_locked", "locked_at", postgresql_where=text("status = 'running'")),
+        Index(
+            "uq_evolution_jobs_active",
+            "user_id",
+            "note_id",
+            "kind",
+            unique=True,
+            postgresql_where=text("status IN ('queued', 'running')"),
+        ),
+        Index("ix_evolution_jobs_status", "status"),
+    )

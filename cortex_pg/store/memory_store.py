@@ -62,12 +62,17 @@ class MemoryStore:
         engine: the SQLAlchemy engine.
         embedder: the :class:`~cortex_pg.embeddings.Embedder` for notes and queries.
         stm_capacity: notes kept in STM per (user_id, session_id), LRU-evicted.
+        enqueue_evolution: queue an evolution job (``cortex.evolution_jobs``) for every new LTM
+            note, in the insert's transaction (default of :meth:`add` / :meth:`add_many`).
     """
 
-    def __init__(self, engine: Engine, embedder: Embedder, *, stm_capacity: int = 20) -> None:
+    def __init__(
+        self, engine: Engine, embedder: Embedder, *, stm_capacity: int = 20, enqueue_evolution: bool = False
+    ) -> None:
         self.engine = engine
         self.embedder = embedder
         self.stm_capacity = validation.limit(stm_capacity, "stm_capacity")
+        self.enqueue_evolution = enqueue_evolution
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
@@ -80,6 +85,7 @@ class MemoryStore:
         auto_migrate: bool | None = None,
         stm_capacity: int | None = None,
         settings: Settings | None = None,
+        enqueue_evolution: bool = False,
     ) -> MemoryStore:
         """Open a store.
 
@@ -92,6 +98,7 @@ class MemoryStore:
             auto_migrate: upgrade the schema to the Alembic head when it is behind. Default:
                 True for the embedded server, False for an external database.
             stm_capacity: STM notes per (user_id, session_id); default ``CORTEX_PG_STM_CAPACITY`` (20).
+            enqueue_evolution: queue an evolution job for every new LTM note (see the class doc).
 
         Raises:
             SchemaError: the ``vector`` extension is missing or the schema is not at the head
@@ -112,7 +119,12 @@ class MemoryStore:
                 embedder = embedder_from_name(settings.embedder)
             elif isinstance(embedder, str):
                 embedder = embedder_from_name(embedder)
-            store = cls(engine, embedder, stm_capacity=stm_capacity or settings.stm_capacity)
+            store = cls(
+                engine,
+                embedder,
+                stm_capacity=stm_capacity or settings.stm_capacity,
+                enqueue_evolution=enqueue_evolution,
+            )
             store._register_model()
         except BaseException:
             engine.dispose()
@@ -172,6 +184,7 @@ class MemoryStore:
         memory_type: str = "note",
         to_stm: bool = True,
         id: str | uuid.UUID | None = None,
+        enqueue_evolution: bool | None = None,
     ) -> str:
         """Store one note in LTM (and STM when ``to_stm``); returns its id (UUID string).
 
@@ -184,6 +197,8 @@ class MemoryStore:
             memory_type: free label (``note``, ``task_result``, ...), used by the calute facade.
             to_stm: also write the note to short-term memory (LRU capacity per user and session).
             id: the note's id (a UUID), e.g. when importing; default a new random UUID.
+            enqueue_evolution: queue an evolution job for a new note in the same transaction
+                (None: the store's ``enqueue_evolution``).
 
         Returns:
             The new note's id, or the existing id when the same user and session already hold
@@ -207,7 +222,7 @@ class MemoryStore:
             "memory_type": memory_type,
             "id": id,
         }
-        return self._store([validation.new_note(item)], to_stm=to_stm)[0]
+        return self._store([validation.new_note(item)], to_stm=to_stm, enqueue=enqueue_evolution)[0]
 
     def add_many(
         self,
@@ -218,6 +233,7 @@ class MemoryStore:
         to_stm: bool = True,
         batch_size: int = 256,
         progress: Callable[[int], None] | None = None,
+        enqueue_evolution: bool | None = None,
     ) -> list[str]:
         """Store many notes: one embedding batch and one multi-row insert per ``batch_size`` notes.
 
@@ -228,6 +244,8 @@ class MemoryStore:
             to_stm: also write to STM (only the newest ``stm_capacity`` per scope survive).
             batch_size: notes per round trip.
             progress: called with the number of notes finished after each batch.
+            enqueue_evolution: queue one evolution job per new note in the same transaction
+                (None: the store's ``enqueue_evolution``).
 
         Returns:
             One id per item, in order (existing ids for duplicates).
@@ -242,7 +260,9 @@ class MemoryStore:
             )
             for i, item in enumerate(_as_list(items))
         ]
-        return self._store(notes, to_stm=to_stm, batch_size=batch_size, progress=progress)
+        return self._store(
+            notes, to_stm=to_stm, batch_size=batch_size, progress=progress, enqueue=enqueue_evolution
+        )
 
     def _store(
         self,
@@ -251,18 +271,22 @@ class MemoryStore:
         to_stm: bool,
         batch_size: int = 256,
         progress: Callable[[int], None] | None = None,
+        enqueue: bool | None = None,
     ) -> list[str]:
         batch_size = validation.limit(batch_size, "batch_size")
+        enqueue = self.enqueue_evolution if enqueue is None else enqueue
         ids: list[str] = []
         with self.engine.begin() as conn, translate_db_errors():
             for start in range(0, len(notes), batch_size):
                 batch = notes[start : start + batch_size]
-                ids.extend(self._insert_batch(conn, batch, to_stm))
+                ids.extend(self._insert_batch(conn, batch, to_stm, enqueue))
                 if progress:
                     progress(len(batch))
         return ids
 
-    def _insert_batch(self, conn: Connection, batch: list[validation.NewNote], to_stm: bool) -> list[str]:
+    def _insert_batch(
+        self, conn: Connection, batch: list[validation.NewNote], to_stm: bool, enqueue: bool = False
+    ) -> list[str]:
         scopes = {"users": [n.user_id for n in batch], "sessions": [n.session_id for n in batch]}
         conn.execute(text(sql.LOCK_SCOPES), scopes)
         existing: dict[tuple[str, str, str], tuple[str, str]] = {}
@@ -299,6 +323,10 @@ class MemoryStore:
             ids = self._resolve_conflicts(conn, batch, ids, [n for n in fresh if str(n.id) not in inserted])
             rows = [r for r in rows if r["id"] in inserted]
         payload = {"rows": json.dumps(rows)}
+        if enqueue and rows:
+            from cortex_pg.evolution import queue
+
+            queue.enqueue(conn, [r["user_id"] for r in rows], [uuid.UUID(r["id"]) for r in rows])
         conn.execute(text(sql.INSERT_EMBEDDINGS), {**payload, "model": self.embedder.name})
         if to_stm:
             newest = _newest_per_scope(rows, self.stm_capacity)
@@ -349,7 +377,9 @@ class MemoryStore:
 
         Updatable: content (re-embedded), keywords, tags, context, category, importance,
         memory_type, time (the memory's own time), metadata (merged into the stored dict:
-        keys given replace, other keys stay; a value of None deletes the key).
+        keys given replace, other keys stay; a value of None deletes the key), links
+        (``{target_id: {type, strength, reason}}``, written with their reciprocals by
+        :func:`cortex_pg.evolution.links.write_links`, in the same transaction).
 
         Args:
             id: the note id.
@@ -367,6 +397,11 @@ class MemoryStore:
                 current = self.get(nid, user_id=uid)
                 if given != getattr(current, scope_field):
                     raise ImmutableFieldError(scope_field, "cannot be changed after a note is stored")
+        new_links = None
+        if "links" in fields:
+            from cortex_pg.evolution import links as note_links
+
+            new_links = note_links.parse_links(nid, fields.pop("links"))
         unknown = set(fields) - set(UPDATABLE_FIELDS)
         if unknown:
             raise ValidationError(
@@ -408,7 +443,7 @@ class MemoryStore:
             )
             params["meta_patch"] = json.dumps(keep)
             params["meta_drop"] = drop
-        if assignments:
+        if assignments or new_links:
             assignments.append("updated_at = now()")
             set_sql = ", ".join(assignments)
             with self.engine.begin() as conn, translate_db_errors():
@@ -416,6 +451,8 @@ class MemoryStore:
                     conn.execute(
                         text(f"UPDATE {table} SET {set_sql} WHERE user_id = :user_id AND id = :id"), params
                     )
+                if new_links:
+                    note_links.write_links(conn, uid, new_links)
                 if vector is not None:
                     lit = vector_literal(vector[0])
                     conn.execute(
@@ -520,6 +557,8 @@ class MemoryStore:
         where_filter: Mapping[str, Any] | None = None,
         context: str | None = None,
         touch: bool = True,
+        include_links: bool = False,
+        link_depth: int = 1,
     ) -> list[SearchResult]:
         """Hybrid search of one user's notes, in one SQL statement (``cortex.search_notes``).
 
@@ -543,9 +582,16 @@ class MemoryStore:
             context: text describing the current situation; re-ranks the candidates with
                 ``score = 0.3 * score + 0.7 * cos(context, note)`` (``context_score``).
             touch: count returned notes as accessed (access_count, last_accessed_at; drives STM LRU).
+            include_links: append the notes the results link to (``cortex.linked_notes``, up to
+                ``link_depth`` hops, best result's links first), not already returned, at most
+                ``limit`` of them, marked ``is_linked=True`` with ``relationship_type`` /
+                ``relationship_strength`` / ``relationship_reason`` (Prem Cortex shape); linked
+                notes are not touched.
+            link_depth: hops followed from each result when ``include_links``, 1..10.
 
         Returns:
-            Up to ``limit`` results, best first.
+            Up to ``limit`` results, best first; with ``include_links`` up to ``limit`` linked
+            notes after them.
 
         Raises:
             ValidationError: bad argument (blank query, limit <= 0, weight outside [0, 1], ...).
@@ -584,9 +630,15 @@ class MemoryStore:
             "model": self.embedder.name,
             "touch": touch,
         }
+        depth = validation.limit(link_depth, "link_depth")
         with self.engine.begin() as conn, translate_db_errors():
             rows = conn.execute(text(sql.SEARCH), params).mappings().all()
-        return [result_from_row(r) for r in rows]
+            results = [result_from_row(r) for r in rows]
+            if include_links and results:
+                from cortex_pg.evolution.traversal import expand_results
+
+                results += expand_results(conn, uid, results, extra=lim, depth=depth, session_id=sid)
+        return results
 
     def list_notes(
         self,

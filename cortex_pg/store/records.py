@@ -58,6 +58,10 @@ class SearchResult:
         vector_rank / text_rank: 1-based rank in each candidate list, None when not a candidate.
         context_score: cosine of the search's context and the note, when a context was given;
             then ``score = 0.3 * blended + 0.7 * context_score``.
+        is_linked: True for a note appended by ``search(include_links=True)`` because a result
+            links to it (Prem Cortex result shape); then ``linked_from`` is that result's id and
+            ``relationship_type`` / ``relationship_strength`` (in [0, 1]) / ``relationship_reason``
+            describe the link.
     """
 
     note: Note
@@ -70,6 +74,11 @@ class SearchResult:
     vector_rank: int | None
     text_rank: int | None
     context_score: float | None = None
+    is_linked: bool = False
+    linked_from: str | None = None
+    relationship_type: str | None = None
+    relationship_strength: float | None = None
+    relationship_reason: str | None = None
 
     @property
     def id(self) -> str:
@@ -104,7 +113,15 @@ class SearchResult:
             vector_rank=self.vector_rank,
             text_rank=self.text_rank,
             context_score=self.context_score,
+            is_linked=self.is_linked,
         )
+        if self.is_linked:
+            out.update(
+                linked_from=self.linked_from,
+                relationship_type=self.relationship_type,
+                relationship_strength=self.relationship_strength,
+                relationship_reason=self.relationship_reason,
+            )
         return out
 
 

@@ -1,0 +1,89 @@
+"""``cortex-pg worker`` and ``cortex-pg jobs``: the evolution commands, registered on the main CLI.
+
+The main CLI calls :func:`register`; ``python -m cortex_pg.cli_evolution`` runs these two
+commands alone. The database comes from ``--database-url`` / ``DATABASE_URL`` (else the
+embedded server), the embedder from ``--embedder`` / ``CORTEX_PG_EMBEDDER``; the worker must
+use the embedder the notes were stored with (the store refuses another one).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+
+import typer
+
+from cortex_pg.errors import translate_db_errors
+
+
+def _open(database_url: str | None, embedder: str | None):  # noqa: ANN202
+    from cortex_pg.store.memory_store import MemoryStore
+
+    return MemoryStore.open(database_url, embedder=embedder)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``worker`` and ``jobs`` commands to ``app``."""
+
+    @app.command("worker")
+    def worker(
+        concurrency: int = typer.Option(1, "--concurrency", "-c", min=1, help="worker threads"),
+        lock_timeout: float = typer.Option(
+            300.0, help="seconds after which a running job's lock counts as abandoned"
+        ),
+        poll_interval: float = typer.Option(2.0, help="seconds between polls when no NOTIFY arrives"),
+        exit_when_idle: bool = typer.Option(False, "--exit-when-idle", help="stop when no job is ready"),
+        database_url: str | None = typer.Option(None, "--database-url", envvar="DATABASE_URL"),
+        embedder: str | None = typer.Option(None, "--embedder", help="minilm, openai or hashing"),
+    ) -> None:
+        """Run evolution workers until interrupted (SIGINT / SIGTERM finish the current jobs)."""
+        from cortex_pg.evolution.worker import Worker
+
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+        store = _open(database_url, embedder)
+        stop = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+        w = Worker(store, concurrency=concurrency, lock_timeout=lock_timeout, poll_interval=poll_interval)
+        typer.echo(f"worker {w.name}: {concurrency} thread(s), lock timeout {lock_timeout:g} s", err=True)
+        try:
+            stats = w.run(exit_when_idle=exit_when_idle, stop=stop)
+        finally:
+            store.close()
+        typer.echo(
+            f"done={stats.done} retried={stats.retried} failed={stats.failed} lost={stats.lost}", err=True
+        )
+
+    @app.command("jobs")
+    def jobs(
+        retry_failed: bool = typer.Option(False, "--retry-failed", help="queue failed jobs again"),
+        user_id: str | None = typer.Option(None, "--user-id", help="only this user's jobs"),
+        database_url: str | None = typer.Option(None, "--database-url", envvar="DATABASE_URL"),
+    ) -> None:
+        """Show evolution job counts by status (queued, running, done, failed)."""
+        from cortex_pg.db.engine import create_engine_for, resolve_url
+        from cortex_pg.evolution import queue
+
+        engine = create_engine_for(resolve_url(database_url))
+        try:
+            with engine.begin() as conn, translate_db_errors():
+                if retry_failed:
+                    n = queue.retry_failed(conn, user_id=user_id)
+                    typer.echo(f"re-queued {n} failed job(s)")
+                counts = queue.counts(conn, user_id=user_id)
+        finally:
+            engine.dispose()
+        for status in ("queued", "running", "done", "failed"):
+            typer.echo(f"{status:8} {counts.get(status, 0)}")
+
+
+def main() -> None:
+    """Entry point of ``python -m cortex_pg.cli_evolution``."""
+    app = typer.Typer(help="cortex-pg evolution worker and job queue")
+    register(app)
+    app()
+
+
+if __name__ == "__main__":
+    main()

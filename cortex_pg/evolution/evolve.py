@@ -1,0 +1,178 @@
+"""One evolution step: a note, its k nearest neighbours, a decision, and its effects as rows.
+
+Everything runs in the caller's transaction (the worker's, which also marks the job done), so
+the effects of a job are committed together or not at all. Order as in Prem Cortex
+``process_memory``: strengthen (tags of the new note, links with reciprocals), update_neighbor
+(neighbour tags and context — persisted here, the original only changed an in-process copy),
+then merge (the new note into one neighbour; its fresh links move to the target).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Connection, text
+
+from cortex_pg.embeddings.base import Embedder
+from cortex_pg.errors import CortexPGError
+from cortex_pg.evolution import links as note_links
+from cortex_pg.evolution.decide import Decider, Decision, NoteView, parse_decision, resolve
+from cortex_pg.evolution.merge import merge_in
+
+DEFAULT_K = 4
+
+LOCK_NOTE = """
+SELECT id, user_id, session_id, content, keywords, tags, context, category, merged_into
+FROM cortex.notes WHERE user_id = :user_id AND id = :id
+FOR NO KEY UPDATE
+"""
+
+# Exact k-NN among the current notes of the same user and session (the note itself excluded),
+# by cosine distance of the stored embeddings of one model. Written as materialised steps
+# (the note's vector, the user's merged ids, the k nearest, then their rows) so the plan stays
+# one index range scan of the user's embeddings even before the tables have statistics.
+NEIGHBOURS = """
+WITH me AS MATERIALIZED (
+    SELECT embedding, session_id FROM cortex.embeddings
+    WHERE user_id = :user_id AND note_id = :id AND model = :model
+), merged AS MATERIALIZED (
+    SELECT coalesce(array_agg(id), '{}') AS ids FROM cortex.notes
+    WHERE user_id = :user_id AND merged_into IS NOT NULL
+), near AS MATERIALIZED (
+    SELECT e.note_id, e.embedding <=> me.embedding AS dist
+    FROM me, merged, cortex.embeddings e
+    WHERE e.user_id = :user_id AND e.model = :model AND e.session_id = me.session_id
+      AND e.note_id <> :id AND e.note_id <> ALL (merged.ids)
+    ORDER BY 2, 1
+    LIMIT :k
+)
+SELECT n.id, n.content, n.keywords, n.tags, n.context, n.category, 1 - near.dist AS cosine
+FROM near JOIN cortex.notes n ON n.user_id = :user_id AND n.id = near.note_id
+ORDER BY near.dist, n.id
+"""
+
+SET_FIELDS = """
+UPDATE {table} SET tags = :tags, context = :context WHERE user_id = :user_id AND id = :id
+"""
+
+
+def _view(row: Any, cosine: float = 1.0) -> NoteView:
+    return NoteView(
+        id=row.id,
+        content=row.content,
+        keywords=list(row.keywords or []),
+        tags=list(row.tags or []),
+        context=row.context,
+        category=row.category,
+        cosine=float(cosine),
+    )
+
+
+def neighbours(conn: Connection, user_id: str, note_id: uuid.UUID, model: str, k: int) -> list[NoteView]:
+    """The ``k`` nearest current notes of the same user and session, most similar first."""
+    rows = conn.execute(text(NEIGHBOURS), {"user_id": user_id, "id": note_id, "model": model, "k": k})
+    return [_view(r, r.cosine) for r in rows]
+
+
+def _set_fields(conn: Connection, user_id: str, nid: uuid.UUID, tags: list[str], context: str | None) -> None:
+    params = {"user_id": user_id, "id": nid, "tags": tags, "context": context}
+    for table in ("cortex.notes", "cortex.stm_notes"):
+        conn.execute(text(SET_FIELDS.format(table=table)), params)
+
+
+def apply_decision(
+    conn: Connection,
+    embedder: Embedder,
+    note: NoteView,
+    user_id: str,
+    hood: Sequence[NoteView],
+    decision: Decision,
+) -> dict[str, Any]:
+    """Write the effects of ``decision`` (see the module doc); returns counts of what changed."""
+    out: dict[str, Any] = {"links": 0, "neighbours_updated": 0, "merged_into": None, "dropped_ids": []}
+    if not decision.should_evolve:
+        return out
+    conn.execute(text("SELECT set_config('cortex.change_reason', 'evolve', true)"))
+    if "strengthen" in decision.actions:
+        if decision.tags_to_update and decision.tags_to_update != note.tags:
+            _set_fields(conn, user_id, note.id, decision.tags_to_update, note.context)
+        forward = []
+        for s in decision.suggested_connections:
+            target = resolve(s.ref, note, hood)
+            if target is None:
+                out["dropped_ids"].append(s.ref)
+                continue
+            forward.append(note_links.Link(note.id, target.id, s.type, s.strength, s.reason))
+        out["links"] = note_links.write_links(conn, user_id, forward)
+    if "update_neighbor" in decision.actions:
+        for i, n in enumerate(hood):
+            tags = decision.new_tags_neighborhood[i] if i < len(decision.new_tags_neighborhood) else n.tags
+            ctx = (
+                decision.new_context_neighborhood[i]
+                if i < len(decision.new_context_neighborhood)
+                else n.context
+            )
+            if tags != n.tags or ctx != n.context:
+                _set_fields(conn, user_id, n.id, tags, ctx)
+                out["neighbours_updated"] += 1
+    conn.execute(text("SELECT set_config('cortex.change_reason', '', true)"))
+    if "merge_memories" in decision.actions:
+        for m in decision.merge_candidates:
+            target = resolve(m.ref, note, hood)
+            if target is None:
+                out["dropped_ids"].append(m.ref)
+                continue
+            try:
+                merged = merge_in(
+                    conn, embedder, user_id, note.id, target.id, strategy=m.strategy, reasoning=m.reasoning
+                )
+            except CortexPGError as exc:  # refused before any write (e.g. target merged meanwhile)
+                out["merge_refused"] = str(exc)
+                continue
+            out["merged_into"] = str(target.id)
+            out["links_moved"] = merged["links_moved"]
+            break
+    return out
+
+
+def evolve_note(
+    conn: Connection,
+    embedder: Embedder,
+    decider: Decider,
+    user_id: str,
+    note_id: uuid.UUID,
+    *,
+    k: int = DEFAULT_K,
+) -> dict[str, Any]:
+    """Evolve one note in the caller's transaction.
+
+    The note row is locked (``FOR NO KEY UPDATE``) so two jobs of one note never interleave.
+    A note that is gone or already merged is skipped.
+
+    Args:
+        embedder: re-embeds a merge target; ``embedder.name`` selects the stored embeddings.
+        decider: see :mod:`cortex_pg.evolution.decide`.
+        k: neighbours shown to the decider (Prem Cortex: 4).
+
+    Returns:
+        A JSON-friendly summary (stored in ``evolution_jobs.result``): ``neighbours``,
+        ``links``, ``neighbours_updated``, ``merged_into``, ``dropped_ids``, or ``skipped``.
+
+    Raises:
+        ValidationError: the decider's answer is malformed (the attempt fails and is retried).
+    """
+    row = conn.execute(text(LOCK_NOTE), {"user_id": user_id, "id": note_id}).first()
+    if row is None:
+        return {"skipped": "note not found"}
+    if row.merged_into is not None:
+        return {"skipped": f"merged into {row.merged_into}"}
+    note = _view(row)
+    hood = neighbours(conn, user_id, note_id, embedder.name, k)
+    if not hood:
+        return {"neighbours": 0, "links": 0, "neighbours_updated": 0, "merged_into": None}
+    decision = parse_decision(decider(note, hood))
+    out = apply_decision(conn, embedder, note, user_id, hood, decision)
+    out["neighbours"] = len(hood)
+    return out

@@ -1,0 +1,238 @@
+"""Merging one note into another, in the caller's transaction.
+
+Rules (Prem Cortex ``_merge_memories`` / ``_combine_metadata`` / ``_merge_links``, fixed where
+the original loses data):
+
+* content: ``augment`` and ``combine`` -> ``target + "\\n\\n\\n" + source``; ``replace`` ->
+  the source's text. The target is re-embedded.
+* keywords and tags: union, target's order first; created_at: the later wins;
+  importance and access_count: the larger wins; metadata: the source's keys under the
+  target's; context: the source's unless blank or ``General``/``Uncategorized``;
+  category: stays a dot path — the target's, else the source's (the original wrote ``a/b``).
+* links: the source's links become the target's (the higher strength wins on a clash) and
+  links pointing at the source are repointed to the target; links between the two vanish
+  (no self links).
+* the source gets ``merged_into = target`` and is kept for history (search and counts skip it);
+  both get an ``evolution_history`` entry; the trigger writes ``note_history`` rows labelled
+  ``merge`` (``SET LOCAL cortex.change_reason``).
+* never into itself, never across users or sessions, never from or into a merged note.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Connection, text
+
+from cortex_pg.embeddings.base import Embedder
+from cortex_pg.errors import NotFoundError, ValidationError, translate_db_errors
+from cortex_pg.store import validation
+
+if TYPE_CHECKING:
+    from cortex_pg.store.memory_store import MemoryStore
+
+STRATEGIES = ("augment", "combine", "replace")
+SEPARATOR = "\n\n\n"
+_VAGUE_CONTEXTS = ("", "general", "uncategorized")
+
+LOCK_PAIR = """
+SELECT id, user_id, session_id, content, keywords, tags, context, category, metadata, importance,
+       created_at, access_count, merged_into
+FROM cortex.notes
+WHERE user_id = :user_id AND id IN (:source, :target)
+ORDER BY id
+FOR NO KEY UPDATE
+"""
+
+MARK_SOURCE = """
+UPDATE cortex.notes
+SET merged_into = :target,
+    evolution_history = evolution_history || CAST(:entry AS jsonb)
+WHERE user_id = :user_id AND id = :source
+"""
+
+UPDATE_TARGET = """
+UPDATE cortex.notes
+SET content = :content, keywords = :keywords, tags = :tags, context = :context, category = :category,
+    metadata = CAST(:metadata AS jsonb), importance = :importance, created_at = :created_at,
+    access_count = :access_count,
+    evolution_history = evolution_history || CAST(:entry AS jsonb)
+WHERE user_id = :user_id AND id = :target
+"""
+
+UPDATE_TARGET_STM = """
+UPDATE cortex.stm_notes
+SET content = :content, keywords = :keywords, tags = :tags, context = :context, category = :category,
+    metadata = CAST(:metadata AS jsonb), importance = :importance, created_at = :created_at,
+    embedding = coalesce(CAST(:embedding AS vector), embedding),
+    model = CASE WHEN CAST(:embedding AS text) IS NULL THEN model ELSE :model END
+WHERE user_id = :user_id AND id = :target
+"""
+
+UPDATE_EMBEDDING = """
+UPDATE cortex.embeddings SET embedding = CAST(:embedding AS vector), created_at = now()
+WHERE user_id = :user_id AND note_id = :target AND model = :model
+"""
+
+DROP_OTHER_EMBEDDINGS = """
+DELETE FROM cortex.embeddings WHERE user_id = :user_id AND note_id = :target AND model <> :model
+"""
+
+# Move every link touching the source onto the target; on a clash the stronger link wins.
+REPOINT_LINKS = """
+WITH moved AS (
+    DELETE FROM cortex.note_links
+    WHERE user_id = :user_id AND (source_id = :source OR target_id = :source)
+    RETURNING session_id, source_id, target_id, type, strength, reason
+), repointed AS (
+    SELECT DISTINCT ON (s, t) s, t, m.session_id, m.type, m.strength, m.reason
+    FROM moved m,
+         LATERAL (SELECT CASE WHEN m.source_id = :source THEN CAST(:target AS uuid) ELSE m.source_id END,
+                         CASE WHEN m.target_id = :source THEN CAST(:target AS uuid) ELSE m.target_id END)
+                 AS ends(s, t)
+    WHERE s <> t
+    ORDER BY s, t, m.strength DESC
+), written AS (
+    INSERT INTO cortex.note_links (user_id, source_id, target_id, session_id, type, strength, reason)
+    SELECT :user_id, r.s, r.t, r.session_id, r.type, r.strength, r.reason FROM repointed r
+    ORDER BY r.s, r.t
+    ON CONFLICT (user_id, source_id, target_id) DO UPDATE
+    SET type = CASE WHEN EXCLUDED.strength > note_links.strength THEN EXCLUDED.type ELSE note_links.type END,
+        reason = CASE WHEN EXCLUDED.strength > note_links.strength
+                      THEN EXCLUDED.reason ELSE note_links.reason END,
+        strength = greatest(note_links.strength, EXCLUDED.strength)
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM moved) AS moved, (SELECT count(*) FROM written) AS written
+"""
+
+
+def _union(first: list[str], second: list[str]) -> list[str]:
+    return list(dict.fromkeys([*first, *second]))
+
+
+def _vector_literal(vec: list[float]) -> str:
+    return "[" + ",".join(repr(float(x)) for x in vec) + "]"
+
+
+def merge_in(
+    conn: Connection,
+    embedder: Embedder,
+    user_id: str,
+    source_id: uuid.UUID,
+    target_id: uuid.UUID,
+    *,
+    strategy: str = "augment",
+    reasoning: str | None = None,
+) -> dict[str, Any]:
+    """Merge note ``source_id`` into ``target_id`` in the caller's transaction (rules above).
+
+    Both rows are locked (``FOR NO KEY UPDATE``, in id order) before anything is read.
+
+    Args:
+        embedder: re-embeds the target's new content (``embedder.name`` is the stored model;
+            embeddings of other models of the target are dropped, being stale).
+        strategy: ``augment``, ``combine`` (same as augment) or ``replace``.
+        reasoning: why (kept in both ``evolution_history`` entries).
+
+    Returns:
+        ``{"source", "target", "strategy", "links_moved", "links_written"}``.
+
+    Raises:
+        ValidationError: same note, unknown strategy, different sessions, or either note
+            already merged.
+        NotFoundError: either note is not a note of ``user_id``.
+    """
+    if strategy not in STRATEGIES:
+        raise ValidationError("strategy", f"must be one of {', '.join(STRATEGIES)}")
+    if source_id == target_id:
+        raise ValidationError("target", "a note cannot be merged into itself")
+    rows = {
+        r["id"]: r
+        for r in conn.execute(
+            text(LOCK_PAIR), {"user_id": user_id, "source": source_id, "target": target_id}
+        ).mappings()
+    }
+    for nid in (source_id, target_id):
+        if nid not in rows:
+            raise NotFoundError("note", str(nid))
+        if rows[nid]["merged_into"] is not None:
+            raise ValidationError("merge", f"note {nid} is already merged into {rows[nid]['merged_into']}")
+    src, dst = rows[source_id], rows[target_id]
+    if src["session_id"] != dst["session_id"]:
+        raise ValidationError("target", "notes of different sessions cannot be merged")
+    now = datetime.now(UTC).isoformat()
+    if strategy == "replace":
+        content = src["content"]
+        target_entry = {"type": "merge_replace", "merged_from": str(source_id)}
+    else:
+        content = dst["content"] + SEPARATOR + src["content"]
+        target_entry = {"type": "merge_augment", "augmented_with": str(source_id)}
+    target_entry.update(
+        timestamp=now, strategy=strategy, previous_content=dst["content"], reasoning=reasoning
+    )
+    source_entry = {"type": "merged_into", "timestamp": now, "target": str(target_id), "reasoning": reasoning}
+    context = src["context"] if (src["context"] or "").strip().lower() not in _VAGUE_CONTEXTS else None
+    values = {
+        "user_id": user_id,
+        "source": source_id,
+        "target": target_id,
+        "content": content,
+        "keywords": _union(list(dst["keywords"]), list(src["keywords"])),
+        "tags": _union(list(dst["tags"]), list(src["tags"])),
+        "context": context or dst["context"],
+        "category": dst["category"] or src["category"],
+        "metadata": json.dumps({**(src["metadata"] or {}), **(dst["metadata"] or {})}),
+        "importance": max(float(src["importance"]), float(dst["importance"])),
+        "created_at": max(src["created_at"], dst["created_at"]),
+        "access_count": max(int(src["access_count"]), int(dst["access_count"])),
+    }
+    vector = embedder.embed([content])[0] if content != dst["content"] else None
+    conn.execute(text("SELECT set_config('cortex.change_reason', 'merge', true)"))
+    # the source first: it leaves the unique content-hash indexes before the target may take its text
+    conn.execute(text(MARK_SOURCE), {**values, "entry": json.dumps([source_entry])})
+    conn.execute(text("DELETE FROM cortex.stm_notes WHERE user_id = :user_id AND id = :source"), values)
+    conn.execute(text(UPDATE_TARGET), {**values, "entry": json.dumps([target_entry])})
+    literal = _vector_literal(vector) if vector is not None else None
+    conn.execute(text(UPDATE_TARGET_STM), {**values, "embedding": literal, "model": embedder.name})
+    if literal is not None:
+        emb = {"user_id": user_id, "target": target_id, "model": embedder.name}
+        conn.execute(text(UPDATE_EMBEDDING), {**emb, "embedding": literal})
+        conn.execute(text(DROP_OTHER_EMBEDDINGS), emb)
+    moved = conn.execute(text(REPOINT_LINKS), values).one()
+    conn.execute(text("SELECT set_config('cortex.change_reason', '', true)"))
+    return {
+        "source": str(source_id),
+        "target": str(target_id),
+        "strategy": strategy,
+        "links_moved": int(moved.moved),
+        "links_written": int(moved.written),
+    }
+
+
+def merge_notes(
+    store: MemoryStore,
+    source_id: str | uuid.UUID,
+    target_id: str | uuid.UUID,
+    *,
+    user_id: str | None = None,
+    strategy: str = "augment",
+    reasoning: str | None = None,
+) -> dict[str, Any]:
+    """Merge ``source_id`` into ``target_id`` in one transaction (see :func:`merge_in`).
+
+    Args:
+        user_id: owner of both notes (None: the source's owner; a target of another user is
+            then not found).
+
+    Raises:
+        ValidationError, NotFoundError: see :func:`merge_in`.
+    """
+    src = validation.note_id(source_id, "source_id")
+    dst = validation.note_id(target_id, "target_id")
+    owner = store.get(src, user_id=user_id).user_id
+    with store.engine.begin() as conn, translate_db_errors():
+        return merge_in(conn, store.embedder, owner, src, dst, strategy=strategy, reasoning=reasoning)

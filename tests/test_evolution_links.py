@@ -1,0 +1,136 @@
+"""Reciprocal links, links set by hand, cortex.linked_notes and search(include_links=True)."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import text
+
+from cortex_pg import NotFoundError, ValidationError
+from cortex_pg.evolution import get_links, linked_notes, set_links
+from cortex_pg.evolution.links import reciprocal_strength, reciprocal_type
+
+
+def test_reciprocal_rules():
+    assert reciprocal_type("supports") == "supported_by"
+    assert reciprocal_type("supported_by") == "supports"
+    assert reciprocal_type("prerequisite") == "depends_on"
+    assert reciprocal_type("causal") == "effect_of"
+    assert reciprocal_type("example") == "exemplified_by"
+    assert reciprocal_type("related") == "related"
+    assert reciprocal_type("similar") == "similar"
+    assert reciprocal_strength(0.5) == pytest.approx(0.65)  # floor
+    assert reciprocal_strength(0.9) == pytest.approx(0.81)
+
+
+def test_update_links_writes_reciprocals(store):
+    a = store.add("alpha note about gardens", user_id="u")
+    b = store.add("beta note about tomatoes", user_id="u")
+    c = store.add("gamma note about soil", user_id="u")
+    store.update(
+        a,
+        user_id="u",
+        links={
+            b: {"type": "supports", "strength": 0.85, "reason": "same garden"},
+            c: {"type": "related", "strength": 0.4},
+        },
+    )
+    out_a = get_links(store, a, user_id="u")
+    assert out_a[b]["type"] == "supports" and out_a[b]["strength"] == pytest.approx(0.85)
+    assert out_a[c]["type"] == "related" and out_a[c]["strength"] == pytest.approx(0.4)
+    back_b = get_links(store, b, user_id="u")[a]
+    assert back_b["type"] == "supported_by"
+    assert back_b["strength"] == pytest.approx(max(0.65, 0.9 * 0.85))
+    assert back_b["reason"] == "Reciprocal of: same garden"
+    assert get_links(store, c, user_id="u")[a]["strength"] == pytest.approx(0.65)
+    # setting again replaces (type and strength), reciprocal follows
+    set_links(store, a, {b: {"type": "contradicts", "strength": 0.7, "reason": "changed"}}, user_id="u")
+    assert get_links(store, a, user_id="u")[b]["type"] == "contradicts"
+    assert get_links(store, b, user_id="u")[a]["type"] == "contradicted_by"
+
+
+def test_links_refuse_self_other_user_and_bad_values(store):
+    a = store.add("one", user_id="u")
+    other = store.add("two", user_id="v")
+    with pytest.raises(ValidationError):
+        store.update(a, user_id="u", links={a: {"type": "related", "strength": 0.9}})
+    with pytest.raises(NotFoundError):
+        store.update(a, user_id="u", links={other: {"type": "related", "strength": 0.9}})
+    b = store.add("three", user_id="u")
+    with pytest.raises(ValidationError):
+        store.update(a, user_id="u", links={b: {"type": "related", "strength": 1.5}})
+    with pytest.raises(ValidationError):
+        store.update(a, user_id="u", links={"not-a-uuid": {}})
+    with store.engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM cortex.note_links")).scalar_one() == 0
+
+
+@pytest.fixture
+def graph(store):
+    """a -> b -> c -> d -> a (a cycle, one-way only so depths are exact) plus a -> e."""
+    ids = {k: store.add(f"graph node {k} " + k * 5, user_id="g") for k in "abcde"}
+    rows = [("a", "b", 0.9), ("b", "c", 0.8), ("c", "d", 0.5), ("d", "a", 0.9), ("a", "e", 0.3)]
+    with store.engine.begin() as conn:
+        for s, t, w in rows:
+            conn.execute(
+                text(
+                    "INSERT INTO cortex.note_links (user_id, source_id, target_id, type, strength) "
+                    "VALUES ('g', :s, :t, 'related', :w)"
+                ),
+                {"s": ids[s], "t": ids[t], "w": w},
+            )
+    return ids
+
+
+def test_linked_notes_depths_with_cycle(store, graph):
+    name = {v: k for k, v in graph.items()}
+
+    def walk(depth, min_strength=0.0):
+        got = linked_notes(store, graph["a"], depth=depth, min_strength=min_strength, user_id="g")
+        return {name[x.note.id]: (x.hops, round(x.path_strength, 4)) for x in got}
+
+    assert walk(1) == {"b": (1, 0.9), "e": (1, 0.3)}
+    assert walk(2) == {"b": (1, 0.9), "e": (1, 0.3), "c": (2, 0.72)}
+    assert walk(3) == {"b": (1, 0.9), "e": (1, 0.3), "c": (2, 0.72), "d": (3, 0.36)}
+    # the cycle returns to a: never listed, never walked again
+    assert walk(10) == walk(3)
+    assert walk(3, min_strength=0.5) == {"b": (1, 0.9), "c": (2, 0.72)}
+    # from c the cycle runs c -> d -> a -> b (and a -> e)
+    got = linked_notes(store, graph["c"], depth=3, user_id="g")
+    assert [(name[x.note.id], x.hops) for x in got] == [("d", 1), ("a", 2), ("b", 3), ("e", 3)]
+    assert [name[p] for p in got[2].path] == ["c", "d", "a", "b"]
+
+
+def test_linked_notes_sql_is_callable_from_psql(store, graph):
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            text("SELECT id, hops FROM cortex.linked_notes('g', :id, 2, 0)"), {"id": graph["a"]}
+        ).all()
+        assert len(rows) == 3
+        with pytest.raises(Exception, match="p_depth"):
+            conn.execute(text("SELECT * FROM cortex.linked_notes('g', :id, 0, 0)"), {"id": graph["a"]})
+
+
+def test_search_include_links(store):
+    a = store.add("The red bicycle has a flat tyre", user_id="s")
+    b = store.add("Buy a puncture repair kit on Saturday", user_id="s")
+    c = store.add("Quarterly tax return is due in April", user_id="s")
+    store.update(a, user_id="s", links={b: {"type": "causal", "strength": 0.8, "reason": "flat tyre"}})
+    plain = store.search("red bicycle flat tyre", user_id="s", limit=1, touch=False)
+    assert [r.id for r in plain] == [a]
+    linked = store.search("red bicycle flat tyre", user_id="s", limit=1, touch=False, include_links=True)
+    assert [r.id for r in linked] == [a, b]
+    extra = linked[1]
+    assert extra.is_linked and not linked[0].is_linked
+    assert extra.relationship_type == "causal"
+    assert extra.relationship_strength == pytest.approx(0.8)
+    assert extra.relationship_reason == "flat tyre"
+    assert extra.linked_from == a
+    d = extra.to_dict()
+    assert d["is_linked"] is True and d["relationship_type"] == "causal"
+    # capped at `limit` extra rows, nothing duplicated
+    store.update(a, user_id="s", links={c: {"type": "related", "strength": 0.7}})
+    two = store.search("red bicycle flat tyre", user_id="s", limit=1, touch=False, include_links=True)
+    assert len(two) == 2 and two[1].id == b
+    three = store.search("bicycle tyre puncture", user_id="s", limit=2, touch=False, include_links=True)
+    ids = [r.id for r in three]
+    assert len(ids) == len(set(ids)) == 3 and c in ids

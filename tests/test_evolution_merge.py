@@ -1,0 +1,128 @@
+"""Merges: content, metadata, links repointed, merged_into, evolution_history, note_history."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from sqlalchemy import text
+
+from cortex_pg import NotFoundError, ValidationError
+from cortex_pg.evolution import get_links, merge_notes
+
+
+def _link(store, s, t, w, kind="related"):
+    with store.engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO cortex.note_links (user_id, source_id, target_id, type, strength) "
+                "VALUES ('m', :s, :t, :k, :w)"
+            ),
+            {"s": s, "t": t, "w": w, "k": kind},
+        )
+
+
+def test_merge_augment(store):
+    target = store.add(
+        "Alice adopted a cat named Miso",
+        user_id="m",
+        time="2024-01-01T00:00:00Z",
+        keywords=["cat", "Miso"],
+        tags=["pets"],
+        context="General",
+        category="life.pets",
+        metadata={"a": 1, "shared": "target"},
+        importance=0.4,
+    )
+    source = store.add(
+        "Miso the cat is two years old",
+        user_id="m",
+        time="2024-02-01T00:00:00Z",
+        keywords=["Miso", "age"],
+        tags=["pets", "age"],
+        context="Alice's pets",
+        category="facts",
+        metadata={"b": 2, "shared": "source"},
+        importance=0.7,
+    )
+    x = store.add("Alice lives in Lisbon", user_id="m")
+    y = store.add("Alice works as a nurse", user_id="m")
+    _link(store, x, source, 0.6, "supports")  # incoming: repointed
+    _link(store, x, target, 0.9, "related")  # clash with the repointed one: higher strength wins
+    _link(store, source, y, 0.7, "extends")  # outgoing: moves to the target
+    _link(store, source, target, 0.8)  # between the two: vanishes
+    out = merge_notes(store, source, target, user_id="m", strategy="augment", reasoning="same cat")
+    assert out["target"] == target
+
+    t = store.get(target, user_id="m")
+    assert t.content == "Alice adopted a cat named Miso\n\n\nMiso the cat is two years old"
+    assert t.keywords == ["cat", "Miso", "age"] and t.tags == ["pets", "age"]
+    assert t.created_at == datetime(2024, 2, 1, tzinfo=UTC)  # the later time wins
+    assert t.context == "Alice's pets"  # the target's was vague
+    assert t.category == "life.pets"  # still a dot path
+    assert t.metadata == {"a": 1, "b": 2, "shared": "target"}
+    assert t.importance == pytest.approx(0.7)
+    assert t.evolution_history[-1]["type"] == "merge_augment"
+    assert t.evolution_history[-1]["augmented_with"] == source
+    assert t.evolution_history[-1]["previous_content"] == "Alice adopted a cat named Miso"
+
+    s = store.get(source, user_id="m")
+    assert s.merged_into == target
+    assert s.evolution_history[-1] == {
+        "type": "merged_into",
+        "timestamp": s.evolution_history[-1]["timestamp"],
+        "target": target,
+        "reasoning": "same cat",
+    }
+    # links: nothing touches the source any more
+    with store.engine.connect() as conn:
+        n = conn.execute(
+            text("SELECT count(*) FROM cortex.note_links WHERE source_id = :s OR target_id = :s"),
+            {"s": source},
+        ).scalar_one()
+    assert n == 0
+    assert get_links(store, x, user_id="m")[target]["strength"] == pytest.approx(0.9)
+    assert get_links(store, x, user_id="m")[target]["type"] == "related"
+    assert get_links(store, target, user_id="m")[y]["type"] == "extends"
+
+    # the source stops appearing in search and counts; the target is found by the new text
+    hits = store.search("Miso two years old", user_id="m", touch=False)
+    assert source not in [h.id for h in hits]
+    assert hits[0].id == target
+    assert store.count(user_id="m") == 3
+    # note_history rows labelled merge for both
+    for nid in (source, target):
+        assert "merge" in [h["op"] for h in store.history(nid, user_id="m")]
+
+
+def test_merge_replace_takes_source_text(store):
+    target = store.add("meeting at 3pm", user_id="m")
+    source = store.add("meeting moved to 4pm", user_id="m")
+    merge_notes(store, source, target, user_id="m", strategy="replace")
+    t = store.get(target, user_id="m")
+    assert t.content == "meeting moved to 4pm"
+    assert t.evolution_history[-1]["type"] == "merge_replace"
+    assert t.evolution_history[-1]["merged_from"] == source
+    # the same text again is a new note (the merged source no longer blocks it)... and dedups to target
+    assert store.add("meeting moved to 4pm", user_id="m") == target
+
+
+def test_merge_refusals(store):
+    a = store.add("note a", user_id="m", session_id="s1")
+    b = store.add("note b", user_id="m", session_id="s2")
+    c = store.add("note c", user_id="m", session_id="s1")
+    other = store.add("note of another user", user_id="z", session_id="s1")
+    with pytest.raises(ValidationError):
+        merge_notes(store, a, a, user_id="m")
+    with pytest.raises(ValidationError):
+        merge_notes(store, a, b, user_id="m")  # other session
+    with pytest.raises(NotFoundError):
+        merge_notes(store, a, other, user_id="m")  # other user
+    with pytest.raises(ValidationError):
+        merge_notes(store, a, c, user_id="m", strategy="shred")
+    merge_notes(store, a, c, user_id="m")
+    with pytest.raises(ValidationError):
+        merge_notes(store, a, c, user_id="m")  # already merged
+    with pytest.raises(ValidationError):
+        merge_notes(store, c, a, user_id="m")  # into a merged note
+    assert store.get(other, user_id="z").content == "note of another user"

@@ -1,0 +1,198 @@
+"""The durable queue and the in-process worker: enqueue, decisions, exactly-once, retries, stale locks."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+from sqlalchemy import text
+
+from cortex_pg import ValidationError
+from cortex_pg.evolution import Worker, get_links, heuristic_decider
+from cortex_pg.evolution import queue as jobq
+from cortex_pg.evolution.decide import NoteView, heuristic_decision, parse_decision
+from cortex_pg.store import validation
+
+
+def _jobs(store):
+    with store.engine.connect() as conn:
+        return conn.execute(
+            text("SELECT note_id, status, attempts, error, result FROM cortex.evolution_jobs ORDER BY id")
+        ).all()
+
+
+def test_enqueue_in_the_insert_transaction(store):
+    store.add("no job by default", user_id="q")
+    assert _jobs(store) == []
+    a = store.add("first note with a job", user_id="q", enqueue_evolution=True)
+    assert store.add("first note with a job", user_id="q", enqueue_evolution=True) == a  # duplicate
+    ids = store.add_many(
+        [{"content": f"batch note {i}"} for i in range(3)], user_id="q", enqueue_evolution=True
+    )
+    jobs = _jobs(store)
+    assert [str(j.note_id) for j in jobs] == [a, *ids]
+    assert {j.status for j in jobs} == {"queued"}
+    # rolled back together with the notes
+    note = validation.new_note({"content": "never committed", "user_id": "q"})
+    with store.engine.connect() as conn:
+        tx = conn.begin()
+        store._insert_batch(conn, [note], to_stm=False, enqueue=True)
+        tx.rollback()
+    assert len(_jobs(store)) == 4
+    with store.engine.begin() as conn:
+        assert jobq.counts(conn) == {"queued": 4, "running": 0, "done": 0, "failed": 0}
+
+
+def _view(cos: float) -> NoteView:
+    return NoteView(uuid.uuid4(), "x", [], [], None, None, cos)
+
+
+def test_heuristic_thresholds():
+    note = _view(1.0)
+    d = heuristic_decision(note, [_view(0.5), _view(0.97), _view(0.8), _view(0.96), _view(0.7)])
+    assert d["merge_candidates"] == [
+        {"id": "1", "merge_strategy": "augment", "reasoning": d["merge_candidates"][0]["reasoning"]}
+    ]
+    assert [(c["id"], c["strength"]) for c in d["suggested_connections"]] == [("2", 0.8), ("4", 0.7)]
+    assert d["should_evolve"] and d["actions"] == ["strengthen", "merge_memories"]
+    assert heuristic_decision(note, [_view(0.69)])["should_evolve"] is False
+    parse_decision(d)  # the heuristic speaks the validated shape
+
+
+def test_parse_decision_validates():
+    with pytest.raises(ValidationError):
+        parse_decision("not json")
+    with pytest.raises(ValidationError):
+        parse_decision({"should_evolve": "yes"})
+    with pytest.raises(ValidationError):
+        parse_decision({"should_evolve": True, "suggested_connections": [{"id": "0", "strength": "high"}]})
+    d = parse_decision(
+        '{"should_evolve": true, "actions": ["strengthen", "dance"], '
+        '"suggested_connections": [{"id": "0", "type": "", "strength": 1.7, "reason": "r"}], '
+        '"merge_candidates": [{"id": "1", "merge_strategy": "??"}]}'
+    )
+    assert d.actions == ("strengthen",)
+    assert d.suggested_connections[0].type == "related" and d.suggested_connections[0].strength == 1.0
+    assert d.merge_candidates[0].strategy == "combine"
+
+
+def test_llm_shaped_decision_is_applied(store):
+    """A decider returning the Prem Cortex JSON: typed links, neighbour updates, unknown ids dropped."""
+    n1 = store.add("Paris is the capital of France", user_id="e", tags=["geo"])
+    n2 = store.add("The Eiffel tower is in Paris", user_id="e", tags=["landmark"])
+    new = store.add("Paris hosts the Louvre museum", user_id="e", enqueue_evolution=True)
+    seen = {}
+
+    def decider(note, hood):
+        seen["hood"] = [str(h.id) for h in hood]
+        return {
+            "should_evolve": True,
+            "actions": ["strengthen", "update_neighbor"],
+            "suggested_connections": [
+                {"id": "0", "type": "supports", "strength": 0.9, "reason": "both about Paris"},
+                {"id": str(uuid.uuid4()), "type": "related", "strength": 0.9, "reason": "invented"},
+            ],
+            "tags_to_update": ["paris", "museum"],
+            "new_context_neighborhood": ["French geography", "Paris landmarks"],
+            "new_tags_neighborhood": [["geo", "paris"], ["landmark", "paris"]],
+            "merge_candidates": [],
+        }
+
+    w = Worker(store, decider=decider, listen=False)
+    assert w.process_available() == 1
+    assert sorted(seen["hood"]) == sorted([n1, n2])  # k nearest of the same user and session
+    first = seen["hood"][0]
+    assert get_links(store, new, user_id="e")[first]["type"] == "supports"
+    assert get_links(store, first, user_id="e")[new]["type"] == "supported_by"
+    assert store.get(new, user_id="e").tags == ["paris", "museum"]
+    assert "paris" in store.get(n1, user_id="e").tags and "paris" in store.get(n2, user_id="e").tags
+    assert {store.get(n1).context, store.get(n2).context} == {"French geography", "Paris landmarks"}
+    assert "evolve" in [h["op"] for h in store.history(n1, user_id="e")]
+    (job,) = _jobs(store)
+    assert job.status == "done" and job.attempts == 1
+    assert job.result["links"] == 2 and job.result["neighbours_updated"] == 2
+    assert len(job.result["dropped_ids"]) == 1
+
+
+def test_heuristic_merge_and_link_through_the_worker(store):
+    base = "Caroline went to the LGBTQ support group meeting on Tuesday evening"
+    old = store.add(base, user_id="h")
+    near = store.add("Melanie painted a sunrise over the lake last weekend", user_id="h")
+    new = store.add(base + ".", user_id="h", enqueue_evolution=True)  # near duplicate
+    w = Worker(store, decider=heuristic_decider(link_threshold=0.0), listen=False)
+    w.process_available()
+    (job,) = _jobs(store)
+    assert job.result["merged_into"] == old
+    assert store.get(new, user_id="h").merged_into == old
+    assert store.get(old, user_id="h").content == base + "\n\n\n" + base + "."
+    # the link the new note got to `near` was moved to the merge target
+    assert new not in get_links(store, near, user_id="h")
+    assert old in get_links(store, near, user_id="h")
+
+
+def test_two_workers_never_take_one_job(store):
+    n = 120
+    ids = store.add_many(
+        [{"content": f"independent note number {i} {uuid.uuid4()}"} for i in range(n)],
+        user_id="c",
+        enqueue_evolution=True,
+    )
+    calls: list[str] = []
+    lock = threading.Lock()
+
+    def decider(note, hood):
+        with lock:
+            calls.append(str(note.id))
+        time.sleep(0.002)
+        return {"should_evolve": False}
+
+    workers = [Worker(store, decider=decider, concurrency=3, listen=False) for _ in range(2)]
+    for w in workers:
+        w.start(exit_when_idle=True)
+    for w in workers:
+        w.join()
+    assert sorted(calls) == sorted(ids)  # each job decided exactly once
+    jobs = _jobs(store)
+    assert len(jobs) == n and {(j.status, j.attempts) for j in jobs} == {("done", 1)}
+    assert sum(w.stats.done for w in workers) == n
+    assert all(w.stats.done > 0 for w in workers)
+
+
+def test_failures_retry_with_backoff_then_fail(store):
+    store.add("a neighbour", user_id="f")
+    store.add("the note", user_id="f", enqueue_evolution=True)
+    with store.engine.begin() as conn:
+        conn.execute(text("UPDATE cortex.evolution_jobs SET max_attempts = 2"))
+
+    w = Worker(store, decider=lambda note, hood: "{broken", listen=False, backoff_base=30)
+    assert w.run_one() is True
+    (job,) = _jobs(store)
+    assert job.status == "queued" and job.attempts == 1 and "not valid JSON" in job.error
+    assert w.run_one() is False  # backoff: run_after is 30 s away
+    with store.engine.begin() as conn:
+        conn.execute(text("UPDATE cortex.evolution_jobs SET run_after = now()"))
+    assert w.run_one() is True
+    (job,) = _jobs(store)
+    assert job.status == "failed" and job.attempts == 2 and "ValidationError" in job.error
+    assert w.stats.retried == 1 and w.stats.failed == 1
+    with store.engine.begin() as conn:
+        assert jobq.retry_failed(conn) == 1
+    assert Worker(store, listen=False).process_available() == 1
+    assert _jobs(store)[0].status == "done"
+
+
+def test_stale_lock_is_taken_again_and_the_old_lease_is_void(store):
+    store.add("neighbour", user_id="l")
+    store.add("orphaned job note", user_id="l", enqueue_evolution=True)
+    with store.engine.begin() as conn:
+        (dead,) = jobq.take(conn, "dead-worker")
+    w = Worker(store, listen=False, lock_timeout=0.3)
+    assert w.run_one() is False  # the lock is fresh
+    time.sleep(0.4)
+    assert w.run_one() is True
+    (job,) = _jobs(store)
+    assert job.status == "done" and job.attempts == 2
+    with store.engine.begin() as conn:
+        assert jobq.finish(conn, dead, {}) is False  # the dead worker can no longer finish it
