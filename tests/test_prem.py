@@ -334,3 +334,63 @@ def test_find_related_memories_and_analyze(ams):
     assert text_block.startswith("memory index:0\tmemory id:")
     analysis = ams.analyze_content("Kubernetes schedules containers onto nodes.")
     assert set(analysis) == {"keywords", "context", "tags"}
+
+
+def test_links_by_hand_are_reciprocal_and_returned(ams):
+    a = ams.add_note("Photosynthesis turns light into chemical energy", user_id="k")
+    b = ams.add_note("Chlorophyll absorbs red and blue light", user_id="k")
+    assert ams.update(a, links={b: {"type": "supports", "strength": 0.85, "reason": "same process"}})
+    assert ams.read(a).links[b] == {
+        "type": "supports",
+        "strength": pytest.approx(0.85),
+        "reason": "same process",
+    }
+    back = ams.read(b).links[a]
+    assert back["type"] == "supported_by" and back["strength"] == pytest.approx(0.765)
+    results = ams.search("photosynthesis energy", user_id="k", limit=1, include_links=True)
+    assert results[0]["id"] == a and results[0]["is_linked"] is False
+    linked = [r for r in results if r["is_linked"]]
+    assert [r["id"] for r in linked] == [b] and linked[0]["relationship_type"] == "supports"
+
+
+def test_inline_evolution_links_near_duplicates(ams):
+    a = ams.add_note("The quarterly sales report shows revenue growth in Europe", user_id="e", session_id="s")
+    b = ams.add_note(
+        "The quarterly sales report shows revenue growth in Europe and Asia", user_id="e", session_id="s"
+    )
+    # offline heuristic: cosine in [0.7, 0.95) -> a "related" link, strength = cosine (here 0.928)
+    link = ams.read(b).links[a]
+    assert link["type"] == "related" and link["strength"] == pytest.approx(0.9278, abs=1e-3)
+    back = ams.read(a).links[b]
+    assert back["type"] == "related" and back["strength"] == pytest.approx(max(0.65, 0.9 * 0.9278), abs=1e-3)
+
+
+def test_background_jobs_survive_a_killed_process(db_url):
+    code = f"""
+import os
+from cortex_pg import AgenticMemorySystem
+from cortex_pg.embeddings import HashingEmbedder
+s = AgenticMemorySystem(database_url={db_url!r}, embedder=HashingEmbedder(), enable_background_processing=True)
+s.worker.stop()  # no worker runs in this process
+print(s.add_note("Deploy the billing service on Friday after the freeze", user_id="kill"))
+os._exit(0)  # killed: no shutdown, no processing
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    nid = out.stdout.strip().splitlines()[-1]
+    system = AgenticMemorySystem(
+        database_url=db_url, embedder=HashingEmbedder(), enable_background_processing=True
+    )
+    try:
+        system._added.append(nid)
+        system.wait(timeout=60)
+        note = system.read(nid)
+        assert note.tags  # deep processing ran in the next process's worker
+        from sqlalchemy import text
+
+        with system.store.engine.connect() as conn:
+            status = conn.execute(
+                text("SELECT status FROM cortex.evolution_jobs WHERE note_id = :n"), {"n": nid}
+            ).scalar_one()
+        assert status == "done"
+    finally:
+        system.shutdown()

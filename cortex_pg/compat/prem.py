@@ -9,9 +9,13 @@ Processing of a note:
     light (at once): keywords = up to 5 words longer than 3 letters that are not common words
         (when none are given); context = "General" (when none is given). The note is in STM and
         LTM when ``add_note`` returns.
-    deep (inline, or by the background worker): when keywords were not given or the context is
-        "General", one analysis (LLM with a JSON schema when configured, else YAKE keywords
-        and tags offline) fills only the fields the caller left empty.
+    deep (a durable job in ``cortex.evolution_jobs``, queued in the insert's transaction; run
+        before ``add_note`` returns, or by a worker thread with background processing, or by
+        any ``cortex-pg worker``): when keywords were not given or the context is "General",
+        one analysis (LLM with a JSON schema when configured, else YAKE keywords and tags
+        offline) fills only the fields the caller left empty; then evolution (links, neighbour
+        updates, merges; LLM decision when configured, else the offline heuristic). A process
+        killed before the job ran leaves it queued; the next worker runs it.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+import time as _time
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -30,7 +35,11 @@ from sqlalchemy import text
 from cortex_pg.embeddings import HashingEmbedder, MiniLMEmbedder, OpenAIEmbedder
 from cortex_pg.embeddings.base import Embedder
 from cortex_pg.errors import NotFoundError, ValidationError
-from cortex_pg.llm import ContentAnalyzer, light_keywords, llm_from_settings
+from cortex_pg.evolution import queue
+from cortex_pg.evolution.decide import NoteView, heuristic_decider
+from cortex_pg.evolution.decide import build_prompt as evolution_prompt
+from cortex_pg.evolution.worker import Worker
+from cortex_pg.llm import ContentAnalyzer, LLMError, light_keywords, llm_from_settings, prompts
 from cortex_pg.store import MemoryStore, Note, SearchResult
 from cortex_pg.store import validation as v
 from cortex_pg.temporal import auto_temporal_weight, parse_date_range
@@ -157,11 +166,31 @@ class AgenticMemorySystem:
         self.store = store
         self.llm = llm_from_settings(llm_backend, llm_model, api_key, llm_base_url)
         self.analyzer = ContentAnalyzer(self.llm)
-        self._executor: ThreadPoolExecutor | None = None
-        self._pending: list[Future[None]] = []
+        self._added: list[str] = []
         self._lock = threading.Lock()
+        self.worker = Worker(self.store, decider=self._decider(), preprocess=self._preprocess_job)
         if enable_background_processing:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cortex-pg-ltm")
+            self.worker.start()
+
+    def _decider(self):  # noqa: ANN202
+        """LLM evolution decisions when an LLM is configured (offline heuristic on LLM failure)."""
+        offline = heuristic_decider()
+        if self.llm is None:
+            return offline
+        llm = self.llm
+
+        def decide(note: NoteView, neighbours: Sequence[NoteView]) -> Mapping[str, Any]:
+            try:
+                return llm.complete_json(
+                    prompts.evolution_messages(evolution_prompt(note, neighbours)),
+                    prompts.EVOLUTION_SCHEMA,
+                    "evolution_decision",
+                )
+            except LLMError as exc:
+                log.warning("evolution decision falls back to the offline heuristic: %s", exc)
+                return offline(note, neighbours)
+
+        return decide
 
     # ------------------------------------------------------------------ writes
     def add_note(
@@ -202,6 +231,7 @@ class AgenticMemorySystem:
             metadata=metadata,
             importance=fields.get("importance", 0.5),
             id=fields.get("id"),
+            enqueue_evolution=True,
         )
         if links:
             self._set_links(nid, links)
@@ -219,18 +249,14 @@ class AgenticMemorySystem:
         return fields, v.metadata(metadata)
 
     def _schedule(self, note_id: str) -> None:
-        if self._executor is None:
-            self._process_ltm(note_id)
+        if self.enable_background_processing:
+            with self._lock:
+                self._added.append(note_id)
             return
-        with self._lock:
-            self._pending = [f for f in self._pending if not f.done()]
-            self._pending.append(self._executor.submit(self._process_ltm_logged, note_id))
+        self.worker.process_available(note_ids=[note_id])
 
-    def _process_ltm_logged(self, note_id: str) -> None:
-        try:
-            self._process_ltm(note_id)
-        except Exception:  # noqa: BLE001 - the note is stored; deep processing is best effort
-            log.exception("deep processing of note %s failed", note_id)
+    def _preprocess_job(self, job: queue.Job) -> None:
+        self._process_ltm(str(job.note_id))
 
     def _process_ltm(self, note_id: str) -> None:
         """Deep processing: fill keywords/context/tags/category the caller left empty."""
@@ -340,6 +366,7 @@ class AgenticMemorySystem:
         temporal_weight: float | None = 0.0,
         date_range: str | dict[str, Any] | None = None,
         now: datetime | str | None = None,
+        include_links: bool = False,
     ) -> list[dict[str, Any]]:
         """Search STM and/or LTM of one user; returns result dicts, best first.
 
@@ -354,6 +381,9 @@ class AgenticMemorySystem:
                 None = auto (0.7 with a temporal keyword in the query or a date_range, else 0).
             date_range: see :func:`cortex_pg.temporal.parse_date_range`; applied to both tiers, in SQL.
             now: the instant "today", ages and relative ranges resolve against (default: now).
+            include_links: append the notes the results link to (at most ``limit`` more), with
+                ``is_linked: True``, ``relationship_type``, ``relationship_strength``,
+                ``relationship_reason`` (the shape of the original's CLI wrapper).
 
         Returns:
             Dicts with id, content, keywords, tags, context, category, timestamp, last_accessed,
@@ -380,6 +410,7 @@ class AgenticMemorySystem:
             memory_source=memory_source,
             where_filter=where_filter,
             context=context if apply_postprocessing else None,
+            include_links=include_links,
         )
         links = self._links([r.id for r in results], results[0].note.user_id) if results else {}
         return [_result_dict(r, links.get(r.id, {}), weight) for r in results]
@@ -428,19 +459,40 @@ class AgenticMemorySystem:
         return result
 
     def shutdown(self) -> None:
-        """Finish pending background processing and release the database connections."""
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
-            self._executor = None
+        """Stop the worker threads (after their current job) and release the connections.
+
+        Jobs not yet run stay queued in the database for the next worker.
+        """
+        if self.enable_background_processing:
+            self.worker.stop()
         if self._owns_store:
             self.store.close()
 
-    def wait(self) -> None:
-        """Block until background processing submitted so far has finished."""
+    def wait(self, timeout: float = 120.0) -> None:
+        """Block until the jobs of notes this instance added have run (background mode).
+
+        Raises:
+            TimeoutError: jobs are still queued or running after ``timeout`` seconds.
+        """
         with self._lock:
-            pending = list(self._pending)
-        for fut in pending:
-            fut.result()
+            ids = list(self._added)
+        deadline = _time.monotonic() + timeout
+        while ids:
+            with self.store.engine.connect() as conn:
+                left = conn.execute(
+                    text(
+                        "SELECT count(*) FROM cortex.evolution_jobs WHERE note_id = ANY(CAST(:ids AS uuid[])) "
+                        "AND status IN ('queued', 'running')"
+                    ),
+                    {"ids": ids},
+                ).scalar_one()
+            if not left:
+                break
+            if _time.monotonic() > deadline:
+                raise TimeoutError(f"{left} processing job(s) still pending after {timeout} s")
+            _time.sleep(0.05)
+        with self._lock:
+            self._added = [i for i in self._added if i not in ids]
 
     # ------------------------------------------------------------------ links
     def _links(self, ids: list[str], user_id: str) -> dict[str, dict[str, dict[str, Any]]]:
@@ -505,4 +557,12 @@ def _result_dict(r: SearchResult, links: dict[str, Any], weight: float) -> dict[
         out["temporal_weighted"] = True
     if r.context_score is not None:
         out["context_score"] = r.context_score
+    out["is_linked"] = r.is_linked
+    if r.is_linked:
+        out.update(
+            relationship_type=r.relationship_type,
+            relationship_strength=r.relationship_strength,
+            relationship_reason=r.relationship_reason,
+            linked_from=r.linked_from,
+        )
     return out

@@ -65,6 +65,9 @@ class Worker:
         listen: use LISTEN/NOTIFY to wake idle threads (polling stays the fallback).
         before_commit: called with the job after its effects are written and before the
             commit (a hook for tests and tracing; raising fails the attempt).
+        preprocess: called with the job before its evolution transaction, e.g. the Prem Cortex
+            deep analysis (it commits its own changes; it must be idempotent, since a job can
+            be retried; raising fails the attempt).
         name: worker id prefix stored in ``locked_by`` (default ``host:pid:random``).
     """
 
@@ -81,6 +84,7 @@ class Worker:
         k: int = DEFAULT_K,
         listen: bool = True,
         before_commit: Callable[[queue.Job], None] | None = None,
+        preprocess: Callable[[queue.Job], None] | None = None,
         name: str | None = None,
     ) -> None:
         if concurrency < 1:
@@ -95,6 +99,7 @@ class Worker:
         self.k = k
         self.listen = listen
         self.before_commit = before_commit
+        self.preprocess = preprocess
         self.name = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.stats = WorkerStats()
         self._lock = threading.Lock()
@@ -117,6 +122,8 @@ class Worker:
 
     def _run(self, job: queue.Job) -> None:
         try:
+            if self.preprocess is not None:
+                self.preprocess(job)
             with self.store.engine.begin() as conn, translate_db_errors():
                 result = self._handle(conn, job)
                 if self.before_commit is not None:

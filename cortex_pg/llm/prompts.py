@@ -52,3 +52,60 @@ def analysis_messages(
         )
     user = "Analyse the content below.\n" + "\n".join(steps) + "\n\nContent for analysis:\n" + content
     return [{"role": "system", "content": SYSTEM_JSON}, {"role": "user", "content": user}]
+
+
+EVOLUTION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "should_evolve": {"type": "boolean"},
+        "actions": {
+            "type": "array",
+            "items": {"type": "string", "enum": ["strengthen", "update_neighbor", "merge_memories"]},
+        },
+        "suggested_connections": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string"},
+                    "type": {"type": "string"},
+                    "strength": {"type": "number"},
+                    "reason": {"type": "string"},
+                },
+                "required": ["id", "type", "strength", "reason"],
+                "additionalProperties": False,
+            },
+        },
+        "tags_to_update": {"type": "array", "items": {"type": "string"}},
+        "new_context_neighborhood": {"type": "array", "items": {"type": "string"}},
+        "new_tags_neighborhood": {"type": "array", "items": {"type": "array", "items": {"type": "string"}}},
+        "merge_candidates": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string"},
+                    "merge_strategy": {"type": "string", "enum": ["combine", "augment", "replace"]},
+                    "reasoning": {"type": "string"},
+                },
+                "required": ["id", "merge_strategy", "reasoning"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    "required": [
+        "should_evolve",
+        "actions",
+        "suggested_connections",
+        "tags_to_update",
+        "new_context_neighborhood",
+        "new_tags_neighborhood",
+        "merge_candidates",
+    ],
+    "additionalProperties": False,
+}
+
+
+def evolution_messages(prompt: str) -> list[dict]:
+    """Messages for an evolution decision; ``prompt`` from ``cortex_pg.evolution.decide.build_prompt``."""
+    return [{"role": "system", "content": SYSTEM_JSON}, {"role": "user", "content": prompt}]
