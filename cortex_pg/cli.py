@@ -114,10 +114,17 @@ def db_upgrade(ctx: typer.Context, revision: str = typer.Argument("head")) -> No
 @db_app.command("downgrade")
 @handle_errors
 def db_downgrade(
-    ctx: typer.Context, revision: str = typer.Argument(..., help="target, e.g. base or -1")
+    ctx: typer.Context,
+    revision: str = typer.Argument(..., help="target, e.g. base or -1"),
+    yes: Annotated[
+        bool, typer.Option("--yes", help="Do not ask before removing tables (and their data).")
+    ] = False,
 ) -> None:
-    """Migrate the schema down to REVISION (``base`` removes every cortex table)."""
+    """Migrate the schema down to REVISION (``base`` removes every cortex table and its data)."""
     from cortex_pg.db import migrate
+
+    if not yes and not typer.confirm(f"Downgrade to {revision}? Tables removed on the way lose their data."):
+        raise typer.Exit(1)
 
     engine = _engine(ctx)
     try:

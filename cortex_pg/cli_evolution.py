@@ -67,7 +67,7 @@ def register(app: typer.Typer) -> None:
 
         engine = create_engine_for(resolve_url(database_url))
         try:
-            with engine.begin() as conn, translate_db_errors():
+            with translate_db_errors(), engine.begin() as conn:
                 if retry_failed:
                     n = queue.retry_failed(conn, user_id=user_id)
                     typer.echo(f"re-queued {n} failed job(s)")

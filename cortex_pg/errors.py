@@ -100,9 +100,9 @@ def translate_db_errors() -> Iterator[None]:
     """Translate SQLAlchemy/psycopg errors into the cortex_pg hierarchy.
 
     Keyed on the SQLSTATE the server sends (``exc.orig.sqlstate``), never on message text:
-    ``23505``/``23P01`` -> :class:`ConflictError`; class ``22`` (data exceptions) and ``23``
-    (other integrity violations) -> :class:`ValidationError`; everything else ->
-    :class:`DatabaseError`.
+    ``23505``/``23P01`` -> :class:`ConflictError`; class ``22`` (data exceptions), ``23``
+    (other integrity violations) and ``54`` (program limits, e.g. a tsvector over 1 MB) ->
+    :class:`ValidationError`; everything else -> :class:`DatabaseError`.
     """
     try:
         yield
@@ -112,7 +112,7 @@ def translate_db_errors() -> Iterator[None]:
         primary = getattr(diag, "message_primary", None) or str(exc.orig)
         if sqlstate in ("23505", "23P01"):
             raise ConflictError(primary, sqlstate) from exc
-        if sqlstate and (sqlstate.startswith("22") or sqlstate.startswith("23")):
+        if sqlstate and sqlstate[:2] in ("22", "23", "54"):
             column = getattr(diag, "column_name", None) or "value"
             raise ValidationError(column, primary) from exc
         raise DatabaseError(primary, sqlstate) from exc

@@ -24,8 +24,15 @@ LOCOMO_TIME_FORMAT = "%I:%M %p on %d %B, %Y"  # "1:56 pm on 8 May, 2023"
 
 
 def text_items(path: Path) -> list[dict[str, Any]]:
-    """One item per paragraph of a UTF-8 text file (blank-line separated, whitespace-trimmed)."""
-    body = path.read_text(encoding="utf-8")
+    """One item per paragraph of a UTF-8 text file (blank-line separated, whitespace-trimmed).
+
+    Raises:
+        ValidationError: the file is not UTF-8 text.
+    """
+    try:
+        body = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValidationError("path", f"{path} is not UTF-8 text: {exc}") from None
     return [{"content": p.strip()} for p in re.split(r"\n\s*\n", body) if p.strip()]
 
 
@@ -55,17 +62,24 @@ def read_locomo(path: Path) -> Iterator[LocomoConversation]:
     """Conversations of a LoCoMo JSON file (a list of samples), in file order."""
     try:
         samples = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ValidationError("path", f"{path} is not JSON: {exc}") from None
     if not isinstance(samples, list):
         raise ValidationError("path", f"{path}: expected a list of LoCoMo samples")
-    for sample in samples:
-        yield _conversation(sample)
+    for i, sample in enumerate(samples):
+        yield _conversation(sample, f"samples[{i}]")
 
 
-def _conversation(sample: dict[str, Any]) -> LocomoConversation:
+def _conversation(sample: Any, where: str) -> LocomoConversation:
+    if not isinstance(sample, dict) or not isinstance(sample.get("conversation"), dict):
+        raise ValidationError(where, "a LoCoMo sample needs a 'conversation' object")
     conv = sample["conversation"]
-    sample_id = str(sample.get("sample_id") or conv.get("sample_id"))
+    raw_id = sample.get("sample_id") or conv.get("sample_id")
+    if not isinstance(raw_id, str | int) or not str(raw_id).strip():
+        raise ValidationError(
+            where + ".sample_id", "missing: each conversation needs a sample_id (its user_id)"
+        )
+    sample_id = str(raw_id)
     items: list[dict[str, Any]] = []
     last_time = datetime.min.replace(tzinfo=UTC)
     sessions = sorted(
@@ -79,6 +93,10 @@ def _conversation(sample: dict[str, Any]) -> LocomoConversation:
             continue
         start = parse_locomo_time(when)
         for index, turn in enumerate(conv[key]):
+            if not isinstance(turn, dict) or not isinstance(turn.get("speaker"), str):
+                raise ValidationError(
+                    f"{where}.conversation.{key}[{index}]", "a turn needs a 'speaker' string"
+                )
             text = (turn.get("text") or "").strip()
             caption = (turn.get("blip_caption") or "").strip()
             if not text and not caption:

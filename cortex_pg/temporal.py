@@ -45,7 +45,12 @@ def parse_instant(value: datetime | str | None, field: str = "time") -> datetime
         raise ValidationError(field, f"expected a datetime or ISO 8601 string, got {type(value).__name__}")
     if dt.tzinfo is None:
         return dt.replace(tzinfo=UTC)
-    return dt.astimezone(UTC)
+    try:
+        return dt.astimezone(UTC)
+    except OverflowError:
+        raise ValidationError(
+            field, f"{value!r} is out of the supported range (years 1..9999 in UTC)"
+        ) from None
 
 
 def parse_natural(value: str, field: str, *, now: datetime | None = None) -> datetime:

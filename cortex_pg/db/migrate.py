@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 
@@ -37,16 +39,58 @@ def current_revision(engine: Engine) -> str | None:
         return ctx.get_current_revision()
 
 
+MIGRATION_LOCK = 0x636F7274  # "cort": advisory lock key held while migrating
+
+
+@contextmanager
+def _migration_lock(engine: Engine) -> Iterator[Connection]:
+    """A connection holding the session advisory lock that serialises migrations.
+
+    Several processes opening a new database at once (each with ``auto_migrate``) take turns:
+    the first migrates, the others then find the schema at the head.
+    """
+    with engine.connect() as conn:
+        conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": MIGRATION_LOCK})
+        conn.commit()
+        try:
+            yield conn
+        finally:
+            conn.rollback()
+            conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": MIGRATION_LOCK})
+            conn.commit()
+
+
+def _run(engine: Engine, fn, revision: str) -> None:  # noqa: ANN001
+    from alembic.util.exc import CommandError
+
+    with _migration_lock(engine) as conn:
+        try:
+            fn(alembic_config(conn), revision)
+        except CommandError as exc:
+            from cortex_pg.errors import ValidationError
+
+            raise ValidationError("revision", str(exc)) from None
+        conn.commit()
+
+
 def upgrade(engine: Engine, revision: str = "head") -> None:
-    """Run migrations up to ``revision`` (default head) in the database of ``engine``."""
-    with engine.begin() as conn:
-        command.upgrade(alembic_config(conn), revision)
+    """Run migrations up to ``revision`` (default head) in the database of ``engine``.
+
+    Serialised across processes by an advisory lock; a database already there is left alone.
+
+    Raises:
+        ValidationError: unknown revision.
+    """
+    _run(engine, command.upgrade, revision)
 
 
 def downgrade(engine: Engine, revision: str) -> None:
-    """Run migrations down to ``revision`` (``base`` removes every cortex object)."""
-    with engine.begin() as conn:
-        command.downgrade(alembic_config(conn), revision)
+    """Run migrations down to ``revision`` (``base`` removes every cortex object and its data).
+
+    Raises:
+        ValidationError: unknown revision, or a revision above the current one.
+    """
+    _run(engine, command.downgrade, revision)
 
 
 def read_sql(relative: str) -> str:

@@ -336,5 +336,5 @@ class EntityMemory:
             **params,
         }
         ctx = self.store.engine.begin() if write else self.store.engine.connect()
-        with ctx as conn, translate_db_errors():
+        with translate_db_errors(), ctx as conn:
             return [dict(r) for r in conn.execute(text(statement), values).mappings().all()]

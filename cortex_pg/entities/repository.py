@@ -134,7 +134,7 @@ class EntityStore:
             for m in mentions
         ]
         params = {"user_id": uid, "note_id": nid, "seen_at": at, "rows": json.dumps(rows)}
-        with self._tx(conn) as c, translate_db_errors():
+        with translate_db_errors(), self._tx(conn) as c:
             if replace:
                 c.execute(text(sql.FORGET_NOTES), {"user_id": uid, "note_ids": [nid]})
             if rows:
@@ -169,14 +169,14 @@ class EntityStore:
         """
         uid = validation.scope_id(user_id, "user_id")
         ids = [str(validation.note_id(n, "note_ids")) for n in note_ids]
-        with self.engine.begin() as c, translate_db_errors():
+        with translate_db_errors(), self.engine.begin() as c:
             return int(c.execute(text(sql.FORGET_NOTES), {"user_id": uid, "note_ids": ids}).scalar_one())
 
     # ------------------------------------------------------------------ reads
     def entity(self, user_id: str, name: str) -> EntityRecord | None:
         """The entity with this (normalised) name, or None."""
         uid, nm = validation.scope_id(user_id, "user_id"), entity_name(name)
-        with self.engine.connect() as c, translate_db_errors():
+        with translate_db_errors(), self.engine.connect() as c:
             row = c.execute(text(sql.ENTITY_INFO), {"user_id": uid, "name": nm}).mappings().first()
         if row is None:
             return None
@@ -193,7 +193,7 @@ class EntityStore:
     def entities(self, user_id: str, *, limit: int = 100) -> list[EntityRecord]:
         """A user's entities, most frequent first (``mentions`` left empty)."""
         uid, lim = validation.scope_id(user_id, "user_id"), validation.limit(limit)
-        with self.engine.connect() as c, translate_db_errors():
+        with translate_db_errors(), self.engine.connect() as c:
             rows = c.execute(text(sql.LIST_ENTITIES), {"user_id": uid, "limit": lim}).mappings().all()
         return [
             EntityRecord(
@@ -226,7 +226,7 @@ class EntityStore:
         nm = None if name is None else entity_name(name)
         at = parse_instant(as_of, "as_of")
         params = {"user_id": uid, "name": nm, "as_of": at, "history": bool(history)}
-        with self.engine.connect() as c, translate_db_errors():
+        with translate_db_errors(), self.engine.connect() as c:
             rows = c.execute(text(sql.RELATIONSHIPS), params).mappings().all()
         return [
             RelationshipRecord(
@@ -264,7 +264,7 @@ class EntityStore:
         if depth == 0:
             return []
         params = {"user_id": uid, "name": nm, "max_depth": depth, "as_of": at}
-        with self.engine.connect() as c, translate_db_errors():
+        with translate_db_errors(), self.engine.connect() as c:
             rows = c.execute(text(sql.RELATED), params).mappings().all()
         return [RelatedEntity(r["name"], r["kind"], int(r["depth"])) for r in rows]
 
@@ -328,7 +328,7 @@ class EntityStore:
             "filters": json.dumps(validation.metadata(filters, "filters")),
             **extra,
         }
-        with self.engine.connect() as c, translate_db_errors():
+        with translate_db_errors(), self.engine.connect() as c:
             return [dict(r) for r in c.execute(text(statement), params).mappings().all()]
 
     def entity_graph(
@@ -351,7 +351,7 @@ class EntityStore:
             ) from exc
         uid = validation.scope_id(user_id, "user_id")
         graph = nx.MultiDiGraph(user_id=uid)
-        with self.engine.connect() as c, translate_db_errors():
+        with translate_db_errors(), self.engine.connect() as c:
             for r in c.execute(text(sql.GRAPH_NODES), {"user_id": uid}).mappings():
                 graph.add_node(
                     r["name"],

@@ -207,7 +207,7 @@ def set_links(
     source = validation.note_id(note_id)
     specs = parse_links(source, links)
     owner = store.get(source, user_id=user_id).user_id
-    with store.engine.begin() as conn, translate_db_errors():
+    with translate_db_errors(), store.engine.begin() as conn:
         return write_links(conn, owner, specs)
 
 
@@ -215,5 +215,5 @@ def get_links(store: MemoryStore, note_id: str | uuid.UUID, *, user_id: str | No
     """The outgoing links of a note (see :func:`outgoing`)."""
     nid = validation.note_id(note_id)
     owner = store.get(nid, user_id=user_id).user_id
-    with store.engine.connect() as conn, translate_db_errors():
+    with translate_db_errors(), store.engine.connect() as conn:
         return outgoing(conn, owner, nid)

@@ -234,5 +234,5 @@ def merge_notes(
     src = validation.note_id(source_id, "source_id")
     dst = validation.note_id(target_id, "target_id")
     owner = store.get(src, user_id=user_id).user_id
-    with store.engine.begin() as conn, translate_db_errors():
+    with translate_db_errors(), store.engine.begin() as conn:
         return merge_in(conn, store.embedder, owner, src, dst, strategy=strategy, reasoning=reasoning)

@@ -93,7 +93,7 @@ def linked_notes(
         raise ValidationError("depth", "must be at most 10")
     floor = validation.unit_interval(min_strength, "min_strength")
     owner = store.get(nid, user_id=user_id).user_id
-    with store.engine.connect() as conn, translate_db_errors():
+    with translate_db_errors(), store.engine.connect() as conn:
         rows = conn.execute(
             text(LINKED), {"user_id": owner, "id": nid, "depth": hops, "min_strength": floor}
         ).mappings()

@@ -113,7 +113,7 @@ class Worker:
     ) -> bool:
         """Take and run one ready job in the calling thread; False when none was ready."""
         wid = worker_id or f"{self.name}/main"
-        with self.store.engine.begin() as conn, translate_db_errors():
+        with translate_db_errors(), self.store.engine.begin() as conn:
             jobs = queue.take(conn, wid, limit=1, lock_timeout=self.lock_timeout, note_ids=note_ids)
         if not jobs:
             return False
@@ -124,7 +124,7 @@ class Worker:
         try:
             if self.preprocess is not None:
                 self.preprocess(job)
-            with self.store.engine.begin() as conn, translate_db_errors():
+            with translate_db_errors(), self.store.engine.begin() as conn:
                 result = self._handle(conn, job)
                 if self.before_commit is not None:
                     self.before_commit(job)
@@ -137,7 +137,7 @@ class Worker:
         except Exception as exc:  # noqa: BLE001 - any failure is recorded on the job
             log.warning("evolution job %s (note %s) failed: %s", job.id, job.note_id, exc)
             delay = queue.backoff_seconds(job.attempts, self.backoff_base, self.backoff_cap)
-            with self.store.engine.begin() as conn, translate_db_errors():
+            with translate_db_errors(), self.store.engine.begin() as conn:
                 status = queue.fail(conn, job, f"{type(exc).__name__}: {exc}", backoff=delay)
             self._count("failed" if status == "failed" else "retried" if status else "lost")
             return

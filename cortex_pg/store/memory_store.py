@@ -122,7 +122,7 @@ class MemoryStore:
             store = cls(
                 engine,
                 embedder,
-                stm_capacity=stm_capacity or settings.stm_capacity,
+                stm_capacity=settings.stm_capacity if stm_capacity is None else stm_capacity,
                 enqueue_evolution=enqueue_evolution,
             )
             store._register_model()
@@ -144,7 +144,7 @@ class MemoryStore:
     def _register_model(self) -> None:
         """Make the embedder's model the active one, refusing a silent mismatch (see open())."""
         name, dim = self.embedder.name, self.embedder.dim
-        with self.engine.begin() as conn, translate_db_errors():
+        with translate_db_errors(), self.engine.begin() as conn:
             conn.execute(text("SELECT pg_advisory_xact_lock(hashtextextended('cortex.embedding_models', 0))"))
             rows = conn.execute(text("SELECT model, dim, active FROM cortex.embedding_models")).all()
             known = {r.model: r for r in rows}
@@ -276,7 +276,7 @@ class MemoryStore:
         batch_size = validation.limit(batch_size, "batch_size")
         enqueue = self.enqueue_evolution if enqueue is None else enqueue
         ids: list[str] = []
-        with self.engine.begin() as conn, translate_db_errors():
+        with translate_db_errors(), self.engine.begin() as conn:
             for start in range(0, len(notes), batch_size):
                 batch = notes[start : start + batch_size]
                 ids.extend(self._insert_batch(conn, batch, to_stm, enqueue))
@@ -446,7 +446,7 @@ class MemoryStore:
         if assignments or new_links:
             assignments.append("updated_at = now()")
             set_sql = ", ".join(assignments)
-            with self.engine.begin() as conn, translate_db_errors():
+            with translate_db_errors(), self.engine.begin() as conn:
                 for table in ("cortex.notes", "cortex.stm_notes"):
                     conn.execute(
                         text(f"UPDATE {table} SET {set_sql} WHERE user_id = :user_id AND id = :id"), params
@@ -479,7 +479,7 @@ class MemoryStore:
         """
         nid = validation.note_id(id)
         uid = validation.optional_scope_id(user_id, "user_id")
-        with self.engine.begin() as conn, translate_db_errors():
+        with translate_db_errors(), self.engine.begin() as conn:
             n = conn.execute(
                 text(
                     "WITH l AS (DELETE FROM cortex.notes WHERE id = :id "
@@ -508,7 +508,7 @@ class MemoryStore:
         uid = validation.scope_id(user_id, "user_id")
         sid = validation.optional_scope_id(session_id, "session_id")
         source = validation.memory_source(memory_source)
-        with self.engine.begin() as conn, translate_db_errors():
+        with translate_db_errors(), self.engine.begin() as conn:
             return conn.execute(
                 text(
                     "WITH l AS (DELETE FROM cortex.notes WHERE :src IN ('all','ltm') AND user_id = :u "
@@ -533,7 +533,7 @@ class MemoryStore:
         """
         nid = validation.note_id(id)
         uid = validation.optional_scope_id(user_id, "user_id")
-        with self.engine.begin() as conn, translate_db_errors():
+        with translate_db_errors(), self.engine.begin() as conn:
             rows = conn.execute(text(sql.GET_NOTE), {"id": nid, "user_id": uid}).mappings().all()
             if not rows:
                 raise NotFoundError("note", str(nid))
@@ -596,7 +596,7 @@ class MemoryStore:
         Raises:
             ValidationError: bad argument (blank query, limit <= 0, weight outside [0, 1], ...).
         """
-        query = validation.content(query, "query")
+        query = validation.query(query)
         uid = validation.scope_id(user_id, "user_id")
         sid = validation.optional_scope_id(session_id, "session_id")
         lim = validation.limit(limit)
@@ -631,7 +631,7 @@ class MemoryStore:
             "touch": touch,
         }
         depth = validation.limit(link_depth, "link_depth")
-        with self.engine.begin() as conn, translate_db_errors():
+        with translate_db_errors(), self.engine.begin() as conn:
             rows = conn.execute(text(sql.SEARCH), params).mappings().all()
             results = [result_from_row(r) for r in rows]
             if include_links and results:
@@ -670,7 +670,7 @@ class MemoryStore:
                 "WHERE user_id = :u AND (CAST(:s AS text) IS NULL OR session_id = :s) "
                 "ORDER BY created_at, seq LIMIT :n"
             )
-        with self.engine.connect() as conn, translate_db_errors():
+        with translate_db_errors(), self.engine.connect() as conn:
             rows = conn.execute(text(q), {"u": uid, "s": sid, "n": cap}).mappings().all()
         return [note_from_row(r) for r in rows]
 
@@ -688,7 +688,7 @@ class MemoryStore:
             + (" AND merged_into IS NULL" if s == "ltm" else "")
             for s in sources
         ]
-        with self.engine.connect() as conn, translate_db_errors():
+        with translate_db_errors(), self.engine.connect() as conn:
             return conn.execute(
                 text(f"SELECT count(*) FROM ({' UNION '.join(parts)}) x"), {"u": uid, "s": sid}
             ).scalar_one()
@@ -697,7 +697,7 @@ class MemoryStore:
         """The ``note_history`` rows of a note, oldest first (op, old, new, changed_at)."""
         nid = validation.note_id(id)
         uid = validation.optional_scope_id(user_id, "user_id")
-        with self.engine.connect() as conn, translate_db_errors():
+        with translate_db_errors(), self.engine.connect() as conn:
             rows = (
                 conn.execute(
                     text(
@@ -730,7 +730,7 @@ class MemoryStore:
           (SELECT model FROM cortex.embedding_models WHERE active) AS active_model,
           pg_database_size(current_database()) AS database_bytes
         """
-        with self.engine.connect() as conn, translate_db_errors():
+        with translate_db_errors(), self.engine.connect() as conn:
             row = conn.execute(text(q), {"u": uid}).mappings().one()
         return dict(row)
 

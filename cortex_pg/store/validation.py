@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 import unicodedata
 import uuid
 from collections.abc import Iterable, Mapping
@@ -31,12 +30,25 @@ from cortex_pg.errors import ValidationError
 from cortex_pg.temporal import parse_instant
 
 MAX_ID_LENGTH = 255
-MAX_CONTENT_LENGTH = 1_000_000
+MAX_CONTENT_LENGTH = 500_000  # characters; PostgreSQL's tsvector is capped at 1 MB
+MAX_QUERY_LENGTH = 10_000
 MEMORY_SOURCES = ("all", "ltm", "stm")
 
 
 def _has_control(text: str) -> bool:
     return any(unicodedata.category(ch) == "Cc" for ch in text)
+
+
+def _invisible(text: str) -> bool:
+    """True when ``text`` has no visible character (only whitespace, format or control characters)."""
+    return all(ch.isspace() or unicodedata.category(ch) in ("Cf", "Cc", "Zs", "Zl", "Zp") for ch in text)
+
+
+def _encodable(text: str, field: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValidationError(field, "is not valid Unicode (lone surrogate)") from None
 
 
 def scope_id(value: object, field: str) -> str:
@@ -51,6 +63,9 @@ def scope_id(value: object, field: str) -> str:
         raise ValidationError(field, f"longer than {MAX_ID_LENGTH} characters ({len(value)})")
     if _has_control(value):
         raise ValidationError(field, "contains NUL or control characters")
+    _encodable(value, field)
+    if _invisible(value):
+        raise ValidationError(field, "has no visible characters")
     return value
 
 
@@ -71,16 +86,22 @@ def note_id(value: object, field: str = "id") -> uuid.UUID:
     raise ValidationError(field, f"{value!r} is not a note id (a UUID)")
 
 
-def content(value: object, field: str = "content") -> str:
+def content(value: object, field: str = "content", max_length: int = MAX_CONTENT_LENGTH) -> str:
     if not isinstance(value, str):
         raise ValidationError(field, f"must be a string, got {type(value).__name__}")
     if "\x00" in value:
         raise ValidationError(field, "contains NUL bytes (refused; PostgreSQL text cannot hold them)")
-    if not value.strip():
+    if not value.strip() or _invisible(value):
         raise ValidationError(field, "must not be empty or whitespace-only")
-    if len(value) > MAX_CONTENT_LENGTH:
-        raise ValidationError(field, f"longer than {MAX_CONTENT_LENGTH} characters")
+    if len(value) > max_length:
+        raise ValidationError(field, f"longer than {max_length} characters ({len(value)})")
+    _encodable(value, field)
     return value
+
+
+def query(value: object, field: str = "query") -> str:
+    """A search query: like content, at most 10,000 characters."""
+    return content(value, field, MAX_QUERY_LENGTH)
 
 
 def string_list(value: object, field: str) -> list[str]:
@@ -95,8 +116,9 @@ def string_list(value: object, field: str) -> list[str]:
         item = item.strip()
         if not item:
             continue
-        if "\x00" in item:
-            raise ValidationError(field, "contains NUL bytes")
+        if _has_control(item):
+            raise ValidationError(field, f"{item!r} contains NUL or control characters")
+        _encodable(item, field)
         if item not in out:
             out.append(item)
     return out
@@ -108,11 +130,12 @@ def metadata(value: object, field: str = "metadata") -> dict[str, Any]:
     if not isinstance(value, Mapping):
         raise ValidationError(field, f"must be a dict, got {type(value).__name__}")
     try:
-        text = json.dumps(dict(value), default=_json_default, allow_nan=False)
+        text = json.dumps(dict(value), default=_json_default, allow_nan=False, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
         raise ValidationError(field, f"not JSON-serialisable: {exc}") from None
     if "\\u0000" in text:
         raise ValidationError(field, "contains NUL characters")
+    _encodable(text, field)
     return json.loads(text)
 
 
@@ -135,9 +158,6 @@ def importance(value: object, field: str = "importance") -> float:
     return f
 
 
-_SEGMENT = re.compile(r"^[^\x00-\x1f]+$")
-
-
 def category(value: object, field: str = "category") -> str | None:
     if value is None:
         return None
@@ -147,7 +167,7 @@ def category(value: object, field: str = "category") -> str | None:
     if not path:
         return None
     segments = [s.strip() for s in path.split(".")]
-    if any(not s or not _SEGMENT.match(s) for s in segments):
+    if any(not s or _has_control(s) for s in segments):
         raise ValidationError(field, f"{value!r} is not a dot path (empty or invalid segment)")
     return ".".join(segments)
 
@@ -159,6 +179,7 @@ def short_text(value: object, field: str) -> str | None:
         raise ValidationError(field, f"must be a string, got {type(value).__name__}")
     if "\x00" in value:
         raise ValidationError(field, "contains NUL bytes")
+    _encodable(value, field)
     return value
 
 

@@ -1,0 +1,156 @@
+"""Edge cases found by trying to break the store: races on a new data directory, reconnecting
+after ``db stop``, odd Unicode, limits, and CLI input errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cortex_pg import ValidationError
+from cortex_pg.cli import app
+from cortex_pg.db import embedded
+from cortex_pg.store import MemoryStore
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"content": "bad \ud800 surrogate"}, "content"),
+        ({"content": "\u200b\u200b"}, "content"),
+        ({"content": "x" * 500_001}, "content"),
+        ({"content": "ok", "time": "9999-12-31T23:00:00-05:00"}, "time"),
+        ({"content": "ok", "user_id": "   "}, "user_id"),
+        ({"content": "ok", "user_id": "\u200b"}, "user_id"),
+        ({"content": "ok", "category": "a.\x7fb"}, "category"),
+        ({"content": "ok", "keywords": ["bell\x07"]}, "keywords"),
+        ({"content": "ok", "metadata": {"k": "\udfff"}}, "metadata"),
+    ],
+)
+def test_more_bad_input(store, kwargs, field):
+    with pytest.raises(ValidationError) as err:
+        store.add(**kwargs)
+    assert err.value.field == field
+    assert store.count() == 0
+
+
+def test_emoji_are_fine(store):
+    nid = store.add("party 🎉", metadata={"mood": "😀"}, tags=["🎈"])
+    note = store.get(nid)
+    assert note.metadata == {"mood": "😀"} and note.tags == ["🎈"]
+
+
+def test_query_length_is_limited(store):
+    store.add("something")
+    with pytest.raises(ValidationError) as err:
+        store.search("word " * 3000)
+    assert err.value.field == "query"
+
+
+def test_stm_capacity_zero_is_refused(db_url):
+    with pytest.raises(ValidationError) as err:
+        MemoryStore.open(db_url, embedder="hashing", stm_capacity=0)
+    assert err.value.field == "stm_capacity"
+
+
+def test_bad_url_is_a_validation_error():
+    with pytest.raises(ValidationError) as err:
+        MemoryStore.open("not a url", embedder="hashing")
+    assert err.value.field == "url"
+
+
+def test_many_processes_open_a_new_data_directory_at_once():
+    home = Path(tempfile.mkdtemp(prefix="cortex-pg-race-"))
+    env = {**os.environ, "CORTEX_PG_HOME": str(home), "CORTEX_PG_EMBEDDER": "hashing"}
+    env.pop("DATABASE_URL", None)
+    try:
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "cortex_pg", "add", f"race {i}", "-u", "race"],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for i in range(4)
+        ]
+        outs = [p.communicate(timeout=240) for p in procs]
+        assert [p.returncode for p in procs] == [0, 0, 0, 0], [o[1][-500:] for o in outs]
+        out = subprocess.run(
+            [sys.executable, "-m", "cortex_pg", "stats", "--json", "-u", "race"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert json.loads(out.stdout)["ltm_notes"] == 4
+    finally:
+        embedded.stop(home)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def test_a_process_reconnects_after_db_stop():
+    home = Path(tempfile.mkdtemp(prefix="cortex-pg-stop-"))
+    try:
+        store = MemoryStore.open(path=home, embedder="hashing")
+        nid = store.add("survives a restart")
+        store.close()
+        env = {**os.environ, "CORTEX_PG_HOME": str(home)}
+        subprocess.run(
+            [sys.executable, "-m", "cortex_pg", "db", "stop"], env=env, check=True, capture_output=True
+        )
+        assert not embedded.is_running(home)
+        store = MemoryStore.open(path=home, embedder="hashing")  # same process: starts the server again
+        try:
+            assert store.get(nid).content == "survives a restart"
+        finally:
+            store.close()
+    finally:
+        embedded.stop(home)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def test_cli_input_errors_are_one_line(db_url, tmp_path):
+    runner = CliRunner()
+    env = {"DATABASE_URL": db_url}
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps([{"foo": 1}]))
+    r = runner.invoke(app, ["--embedder", "hashing", "ingest", str(bad), "--format", "locomo"], env=env)
+    assert r.exit_code == 2 and "conversation" in r.stderr
+    nospk = tmp_path / "nospk.json"
+    nospk.write_text(
+        json.dumps(
+            [
+                {
+                    "sample_id": "x",
+                    "conversation": {
+                        "session_1_date_time": "1:56 pm on 8 May, 2023",
+                        "session_1": [{"text": "hi"}],
+                    },
+                }
+            ]
+        )
+    )
+    r = runner.invoke(app, ["--embedder", "hashing", "ingest", str(nospk), "--format", "locomo"], env=env)
+    assert r.exit_code == 2 and "speaker" in r.stderr
+    noid = tmp_path / "noid.json"
+    noid.write_text(json.dumps([{"conversation": {}}]))
+    r = runner.invoke(app, ["--embedder", "hashing", "ingest", str(noid), "--format", "locomo"], env=env)
+    assert r.exit_code == 2 and "sample_id" in r.stderr
+    binary = tmp_path / "latin1.txt"
+    binary.write_bytes("caf\xe9 au lait".encode("latin-1"))
+    r = runner.invoke(app, ["--embedder", "hashing", "ingest", str(binary)], env=env)
+    assert r.exit_code == 2 and "UTF-8" in r.stderr
+    r = runner.invoke(app, ["db", "upgrade", "nonsense"], env=env)
+    assert r.exit_code == 2 and "revision" in r.stderr
+    r = runner.invoke(app, ["db", "downgrade", "base"], env=env, input="n\n")
+    assert r.exit_code == 1
+    r = runner.invoke(app, ["--embedder", "hashing", "stats", "--json"], env=env)
+    assert r.exit_code == 0  # the refused downgrade left the schema in place
