@@ -3,6 +3,13 @@
 Usage:
     python benchmarks/locomo_recall.py ../shared/data/locomo-dev.json [--k 5 10 25 50]
         [--embedder minilm|hashing] [--limit-conversations N] [--temporal-weight W]
+        [--variants hybrid entities expand links] [--evolve]
+
+Variants (one ingest, each variant asks every question): ``hybrid`` (vector + BM25, the
+default search), ``entities`` (+ entity signal), ``expand`` (+ entities one hop away),
+``links`` (+ linked notes appended, ``include_links``; needs ``--evolve``). Entity variants
+make the ingest extract entities; ``--evolve`` runs the evolution worker over every note
+(offline heuristic) before the questions and reports its jobs/s.
 
 Every conversation is ingested through the public API (``MemoryStore.add_many``; one user per
 conversation, one note per turn) into a fresh database (``DATABASE_URL`` when set, else a
@@ -52,6 +59,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit-conversations", type=int, default=None)
     ap.add_argument("--temporal-weight", type=float, default=0.0)
     ap.add_argument("--database-url", default=None)
+    ap.add_argument(
+        "--variants", nargs="+", default=["hybrid"], choices=["hybrid", "entities", "expand", "links"]
+    )
+    ap.add_argument("--evolve", action="store_true")
     args = ap.parse_args(argv)
 
     conversations = list(read_locomo(args.path))[: args.limit_conversations]
@@ -65,7 +76,14 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(tempfile.mkdtemp(prefix="cortex-pg-locomo-"))
         url = embedded.start(tmp)
     try:
-        store = MemoryStore.open(url, embedder=args.embedder, auto_migrate=True)
+        needs_entities = bool({"entities", "expand"} & set(args.variants))
+        store = MemoryStore.open(
+            url,
+            embedder=args.embedder,
+            auto_migrate=True,
+            extract_entities=needs_entities,
+            enqueue_evolution=args.evolve,
+        )
         return run(store, conversations, args)
     finally:
         if tmp is not None:
@@ -74,7 +92,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(store: MemoryStore, conversations, args) -> int:  # noqa: ANN001
-    max_k = max(args.k)
     # warm the model so the first batch does not carry its load time
     store.embedder.embed(["warm up"])
     n_notes = 0
@@ -87,6 +104,33 @@ def run(store: MemoryStore, conversations, args) -> int:  # noqa: ANN001
         n_notes += len(conv.items)
     ingest_s = time.perf_counter() - t0
 
+    print(
+        f"ingest: {n_notes / ingest_s:.1f} notes/s ({ingest_s:.1f} s, embedding"
+        f"{' and entity extraction' if store.extract_entities else ''} included)"
+    )
+    if args.evolve:
+        from cortex_pg.evolution.worker import Worker
+
+        t0 = time.perf_counter()
+        worker = Worker(store, concurrency=2, listen=False)
+        jobs = worker.process_available()
+        evolve_s = time.perf_counter() - t0
+        print(
+            f"evolution: {jobs} jobs in {evolve_s:.1f} s = {jobs / evolve_s:.1f} jobs/s (offline heuristic, 1 thread)"
+        )
+    for variant in args.variants:
+        evaluate(store, conversations, id_to_dia, args, variant)
+    return 0
+
+
+def evaluate(store: MemoryStore, conversations, id_to_dia, args, variant: str) -> None:  # noqa: ANN001
+    max_k = max(args.k)
+    options = {
+        "hybrid": {},
+        "entities": {"entities": True},
+        "expand": {"entities": True, "expand_entities": True},
+        "links": {"include_links": True},
+    }[variant]
     recalls: dict[int, list[float]] = defaultdict(list)
     per_cat: dict[tuple[int, int], list[float]] = defaultdict(list)
     latencies: list[float] = []
@@ -106,18 +150,30 @@ def run(store: MemoryStore, conversations, args) -> int:  # noqa: ANN001
                 now=conv.last_time,
                 temporal_weight=args.temporal_weight,
                 touch=False,
+                **options,
             )
             latencies.append((time.perf_counter() - t) * 1000)
             ranked = [id_to_dia.get(r.id) for r in results]
             for k in args.k:
                 top = set(ranked[:k])
+                if variant == "links":  # the top k plus the notes they link to (up to k more)
+                    more = store.search(
+                        qa["question"],
+                        user_id=conv.sample_id,
+                        limit=k,
+                        now=conv.last_time,
+                        temporal_weight=args.temporal_weight,
+                        touch=False,
+                        include_links=True,
+                    )
+                    top = {id_to_dia.get(r.id) for r in more}
                 value = sum(1 for e in ev if e in top) / len(ev)
                 recalls[k].append(value)
                 per_cat[(int(qa.get("category", 0)), k)].append(value)
 
     print(
-        f"conversations: {len(conversations)}  notes: {n_notes}  questions scored: {len(recalls[args.k[0]])}"
-        f"  skipped (no valid evidence): {skipped}  embedder: {store.embedder.name}"
+        f"\n== variant {variant}: conversations {len(conversations)}, questions scored "
+        f"{len(recalls[args.k[0]])}, skipped (no valid evidence) {skipped}, embedder {store.embedder.name}"
     )
     header = "category".ljust(16) + "".join(f"R@{k}".rjust(8) for k in args.k) + "       n"
     print(header)
@@ -139,9 +195,9 @@ def run(store: MemoryStore, conversations, args) -> int:  # noqa: ANN001
     lat = sorted(latencies)
     p50 = lat[len(lat) // 2]
     p95 = lat[min(len(lat) - 1, int(len(lat) * 0.95))]
-    print(f"ingest: {n_notes / ingest_s:.1f} notes/s ({ingest_s:.1f} s, embedding included)")
     print(f"search: p50 {p50:.1f} ms  p95 {p95:.1f} ms  (limit {max_k}, embedding the query included)")
-    return 0
+    if variant == "links":
+        print("(links: R@k counts the top k results plus the notes they link to, up to k more)")
 
 
 if __name__ == "__main__":

@@ -64,15 +64,25 @@ class MemoryStore:
         stm_capacity: notes kept in STM per (user_id, session_id), LRU-evicted.
         enqueue_evolution: queue an evolution job (``cortex.evolution_jobs``) for every new LTM
             note, in the insert's transaction (default of :meth:`add` / :meth:`add_many`).
+        extract_entities: record every new note's entities and relations (offline heuristics,
+            ``cortex_pg.entities.extract``) in the insert's transaction, for the entity signal
+            of :meth:`search`.
     """
 
     def __init__(
-        self, engine: Engine, embedder: Embedder, *, stm_capacity: int = 20, enqueue_evolution: bool = False
+        self,
+        engine: Engine,
+        embedder: Embedder,
+        *,
+        stm_capacity: int = 20,
+        enqueue_evolution: bool = False,
+        extract_entities: bool = False,
     ) -> None:
         self.engine = engine
         self.embedder = embedder
         self.stm_capacity = validation.limit(stm_capacity, "stm_capacity")
         self.enqueue_evolution = enqueue_evolution
+        self.extract_entities = extract_entities
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
@@ -86,6 +96,7 @@ class MemoryStore:
         stm_capacity: int | None = None,
         settings: Settings | None = None,
         enqueue_evolution: bool = False,
+        extract_entities: bool = False,
     ) -> MemoryStore:
         """Open a store.
 
@@ -99,6 +110,7 @@ class MemoryStore:
                 True for the embedded server, False for an external database.
             stm_capacity: STM notes per (user_id, session_id); default ``CORTEX_PG_STM_CAPACITY`` (20).
             enqueue_evolution: queue an evolution job for every new LTM note (see the class doc).
+            extract_entities: record entities of every new note (see the class doc).
 
         Raises:
             SchemaError: the ``vector`` extension is missing or the schema is not at the head
@@ -124,6 +136,7 @@ class MemoryStore:
                 embedder,
                 stm_capacity=settings.stm_capacity if stm_capacity is None else stm_capacity,
                 enqueue_evolution=enqueue_evolution,
+                extract_entities=extract_entities,
             )
             store._register_model()
         except BaseException:
@@ -327,12 +340,29 @@ class MemoryStore:
             from cortex_pg.evolution import queue
 
             queue.enqueue(conn, [r["user_id"] for r in rows], [uuid.UUID(r["id"]) for r in rows])
+        if self.extract_entities and rows:
+            self._index_entities(conn, rows)
         conn.execute(text(sql.INSERT_EMBEDDINGS), {**payload, "model": self.embedder.name})
         if to_stm:
             newest = _newest_per_scope(rows, self.stm_capacity)
             conn.execute(text(sql.INSERT_STM), {"rows": json.dumps(newest), "model": self.embedder.name})
             conn.execute(text(sql.TRIM_STM), {**scopes, "capacity": self.stm_capacity})
         return ids
+
+    def _index_entities(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
+        from cortex_pg.entities.extract import extract
+        from cortex_pg.entities.repository import EntityStore
+
+        entities = EntityStore(self.engine)
+        for row in rows:
+            entities.index_note(
+                row["user_id"],
+                row["id"],
+                row["content"],
+                extract(row["content"]),
+                seen_at=row["created_at"],
+                conn=conn,
+            )
 
     def _resolve_conflicts(
         self,
@@ -559,6 +589,9 @@ class MemoryStore:
         touch: bool = True,
         include_links: bool = False,
         link_depth: int = 1,
+        entities: bool = False,
+        expand_entities: bool = False,
+        entity_weight: float = 0.5,
     ) -> list[SearchResult]:
         """Hybrid search of one user's notes, in one SQL statement (``cortex.search_notes``).
 
@@ -588,6 +621,11 @@ class MemoryStore:
                 ``relationship_strength`` / ``relationship_reason`` (Prem Cortex shape); linked
                 notes are not touched.
             link_depth: hops followed from each result when ``include_links``, 1..10.
+            entities: use the entity signal: the query's entities (offline extraction) make notes
+                that mention them a third RRF candidate list, weighted ``entity_weight`` (0.5)
+                against 1 for the vector and the full-text lists (see ``search_notes`` v3).
+            expand_entities: also notes mentioning entities one relationship away (half weight).
+            entity_weight: weight of the entity list in the fusion, in [0, 10].
 
         Returns:
             Up to ``limit`` results, best first; with ``include_links`` up to ``limit`` linked
@@ -608,6 +646,19 @@ class MemoryStore:
             raise ValidationError("date_to", "must be later than date_from")
         at = parse_instant(now, "now") or datetime.now(UTC)
         wf = validation.where_filter(where_filter)
+        query_entities: list[str] | None = None
+        ent_weight = 0.0
+        if entities or expand_entities:
+            from cortex_pg.entities.extract import extract_entities
+
+            query_entities = extract_entities(query) or None
+            if (
+                isinstance(entity_weight, bool)
+                or not isinstance(entity_weight, int | float)
+                or not (0 <= entity_weight <= 10)
+            ):
+                raise ValidationError("entity_weight", f"must be a number in [0, 10], got {entity_weight!r}")
+            ent_weight = float(entity_weight)
         ctx = validation.short_text(context, "context")
         if ctx is not None and not ctx.strip():
             ctx = None
@@ -629,6 +680,9 @@ class MemoryStore:
             "memory_source": source,
             "model": self.embedder.name,
             "touch": touch,
+            "query_entities": query_entities,
+            "entity_weight": ent_weight,
+            "expand_entities": bool(expand_entities),
         }
         depth = validation.limit(link_depth, "link_depth")
         with translate_db_errors(), self.engine.begin() as conn:
@@ -839,4 +893,6 @@ def result_from_row(row: Mapping[str, Any]) -> SearchResult:
         vector_rank=row["vector_rank"],
         text_rank=row["text_rank"],
         context_score=None if row.get("context_score") is None else float(row["context_score"]),
+        entity_score=None if row.get("entity_score") is None else float(row["entity_score"]),
+        entity_rank=row.get("entity_rank"),
     )

@@ -56,6 +56,8 @@ class SearchResult:
         text_score: Okapi BM25 score of the note for the query (0 when no term matched).
         recency_score: ``exp(-age_days / 7)`` in (0, 1], age measured from ``now``.
         vector_rank / text_rank: 1-based rank in each candidate list, None when not a candidate.
+        entity_score / entity_rank: the note's coverage of the query's entities (idf-weighted, in
+            [0, 1]) and its rank in the entity candidate list, when the entity signal is on.
         context_score: cosine of the search's context and the note, when a context was given;
             then ``score = 0.3 * blended + 0.7 * context_score``.
         is_linked: True for a note appended by ``search(include_links=True)`` because a result
@@ -74,6 +76,8 @@ class SearchResult:
     vector_rank: int | None
     text_rank: int | None
     context_score: float | None = None
+    entity_score: float | None = None
+    entity_rank: int | None = None
     is_linked: bool = False
     linked_from: str | None = None
     relationship_type: str | None = None
@@ -113,6 +117,8 @@ class SearchResult:
             vector_rank=self.vector_rank,
             text_rank=self.text_rank,
             context_score=self.context_score,
+            entity_score=self.entity_score,
+            entity_rank=self.entity_rank,
             is_linked=self.is_linked,
         )
         if self.is_linked:

@@ -123,7 +123,10 @@ WITH hits AS MATERIALIZED (
         p_session_id => :session_id,
         p_memory_source => :memory_source,
         p_model => :model,
-        p_context_embedding => CAST(:context_embedding AS vector))
+        p_context_embedding => CAST(:context_embedding AS vector),
+        p_query_entities => CAST(:query_entities AS text[]),
+        p_entity_weight => CAST(:entity_weight AS real),
+        p_expand_entities => :expand_entities)
 ), touched_ltm AS (
     UPDATE cortex.notes n SET access_count = n.access_count + 1, last_accessed_at = now()
     FROM hits h WHERE :touch AND n.user_id = h.user_id AND n.id = h.id
