@@ -12,13 +12,14 @@ import json
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
+from functools import wraps
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, text
 
 from cortex_pg.config import Settings
-from cortex_pg.db import migrate
+from cortex_pg.db import migrate, tenancy
 from cortex_pg.db.engine import create_engine_for, resolve_url
 from cortex_pg.embeddings.base import Embedder, embedder_from_name
 from cortex_pg.errors import (
@@ -46,6 +47,20 @@ UPDATABLE_FIELDS = (
     "memory_type",
     "time",
 )
+
+
+def _tenant_scoped(fn):  # noqa: ANN001, ANN202
+    """Under ``isolation="rls"``, run the method's transactions as its ``user_id`` (default tenant)."""
+
+    @wraps(fn)
+    def wrapper(self: MemoryStore, *args: Any, **kwargs: Any) -> Any:
+        if self.isolation != "rls":
+            return fn(self, *args, **kwargs)
+        uid = validation.scope_id(kwargs.get("user_id"), "user_id")
+        with tenancy.tenant_scope(uid):
+            return fn(self, *args, **kwargs)
+
+    return wrapper
 
 
 def vector_literal(vec: Sequence[float]) -> str:
@@ -83,6 +98,7 @@ class MemoryStore:
         self.stm_capacity = validation.limit(stm_capacity, "stm_capacity")
         self.enqueue_evolution = enqueue_evolution
         self.extract_entities = extract_entities
+        self.isolation = "none"
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
@@ -97,6 +113,8 @@ class MemoryStore:
         settings: Settings | None = None,
         enqueue_evolution: bool = False,
         extract_entities: bool = False,
+        isolation: str = "none",
+        app_role: str = "cortex_app",
     ) -> MemoryStore:
         """Open a store.
 
@@ -111,6 +129,12 @@ class MemoryStore:
             stm_capacity: STM notes per (user_id, session_id); default ``CORTEX_PG_STM_CAPACITY`` (20).
             enqueue_evolution: queue an evolution job for every new LTM note (see the class doc).
             extract_entities: record entities of every new note (see the class doc).
+            isolation: ``"none"`` (queries filter on user_id) or ``"rls"``: in addition,
+                Row-Level Security through the non-owner role ``app_role`` (created and granted
+                here when missing; needs CREATEROLE), with ``cortex.user_id`` set per
+                transaction, so even an unfiltered query sees one tenant. Under RLS, calls
+                without a user_id act for ``"default"``, and one ``add_many`` writes one tenant.
+            app_role: the role used with ``isolation="rls"``.
 
         Raises:
             SchemaError: the ``vector`` extension is missing or the schema is not at the head
@@ -125,6 +149,9 @@ class MemoryStore:
         engine = create_engine_for(resolved)
         if auto_migrate is None:
             auto_migrate = not external
+        if isolation not in ("none", "rls"):
+            engine.dispose()
+            raise ValidationError("isolation", f"must be 'none' or 'rls', got {isolation!r}")
         try:
             ensure_schema(engine, auto_migrate=auto_migrate)
             if embedder is None:
@@ -139,6 +166,13 @@ class MemoryStore:
                 extract_entities=extract_entities,
             )
             store._register_model()
+            if isolation == "rls":
+                with translate_db_errors(), engine.begin() as conn:
+                    tenancy.ensure_app_role(conn, app_role)
+                engine.dispose()
+                store.engine = engine = create_engine_for(resolved)
+                tenancy.install(engine, app_role)
+                store.isolation = "rls"
         except BaseException:
             engine.dispose()
             raise
@@ -181,6 +215,7 @@ class MemoryStore:
             conn.execute(text("SELECT cortex.register_embedding_model(:m, :d, true)"), {"m": name, "d": dim})
 
     # ------------------------------------------------------------------ writes
+    @_tenant_scoped
     def add(
         self,
         content: str,
@@ -273,6 +308,14 @@ class MemoryStore:
             )
             for i, item in enumerate(_as_list(items))
         ]
+        if self.isolation == "rls" and notes:
+            tenants = {n.user_id for n in notes}
+            if len(tenants) > 1:
+                raise ValidationError("items", "with isolation='rls' one add_many call writes one user_id")
+            with tenancy.tenant_scope(tenants.pop()):
+                return self._store(
+                    notes, to_stm=to_stm, batch_size=batch_size, progress=progress, enqueue=enqueue_evolution
+                )
         return self._store(
             notes, to_stm=to_stm, batch_size=batch_size, progress=progress, enqueue=enqueue_evolution
         )
@@ -402,6 +445,7 @@ class MemoryStore:
                     "the embedder returned a vector of another size",
                 )
 
+    @_tenant_scoped
     def update(self, id: str | uuid.UUID, *, user_id: str | None = None, **fields: Any) -> Note:
         """Change fields of a note (both tiers); returns the updated note.
 
@@ -501,6 +545,7 @@ class MemoryStore:
                     )
         return self.get(nid, user_id=uid)
 
+    @_tenant_scoped
     def delete(self, id: str | uuid.UUID, *, user_id: str | None = None) -> bool:
         """Delete a note from both tiers (its embeddings and links go with it; history stays).
 
@@ -522,6 +567,7 @@ class MemoryStore:
             ).scalar_one()
         return n > 0
 
+    @_tenant_scoped
     def delete_where(
         self, *, user_id: str | None = None, session_id: str | None = None, memory_source: str = "all"
     ) -> int:
@@ -551,6 +597,7 @@ class MemoryStore:
             ).scalar_one()
 
     # ------------------------------------------------------------------ reads
+    @_tenant_scoped
     def get(self, id: str | uuid.UUID, *, user_id: str | None = None, touch: bool = False) -> Note:
         """The note with this id: its LTM row, or its STM copy when it is only in STM.
 
@@ -572,6 +619,7 @@ class MemoryStore:
                 conn.execute(text(sql.TOUCH), {"user_id": row["user_id"], "ids": [nid]})
         return note_from_row(row)
 
+    @_tenant_scoped
     def search(
         self,
         query: str,
@@ -694,6 +742,7 @@ class MemoryStore:
                 results += expand_results(conn, uid, results, extra=lim, depth=depth, session_id=sid)
         return results
 
+    @_tenant_scoped
     def list_notes(
         self,
         *,
@@ -728,6 +777,7 @@ class MemoryStore:
             rows = conn.execute(text(q), {"u": uid, "s": sid, "n": cap}).mappings().all()
         return [note_from_row(r) for r in rows]
 
+    @_tenant_scoped
     def count(
         self, *, user_id: str | None = None, session_id: str | None = None, memory_source: str = "ltm"
     ) -> int:
@@ -747,6 +797,7 @@ class MemoryStore:
                 text(f"SELECT count(*) FROM ({' UNION '.join(parts)}) x"), {"u": uid, "s": sid}
             ).scalar_one()
 
+    @_tenant_scoped
     def history(self, id: str | uuid.UUID, *, user_id: str | None = None) -> list[dict[str, Any]]:
         """The ``note_history`` rows of a note, oldest first (op, old, new, changed_at)."""
         nid = validation.note_id(id)
@@ -765,6 +816,7 @@ class MemoryStore:
             )
         return [dict(r) for r in rows]
 
+    @_tenant_scoped
     def stats(self, *, user_id: str | None = None) -> dict[str, Any]:
         """Counts for the whole store, or for one user: notes per tier, users, sessions, embeddings."""
         uid = validation.optional_scope_id(user_id, "user_id")

@@ -21,8 +21,10 @@
 --            p_entity_weight > 0, notes mentioning them are a third candidate list, ranked by
 --            entity coverage = sum(idf_e of the query entities the note mentions) /
 --            sum(idf_e of all query entities), idf_e = ln(1 + N / frequency) (an entity not in
---            the store counts with frequency 0.5). p_expand_entities also takes notes that
---            mention entities one relationship away (valid now), at half coverage.
+--            the store counts with frequency 0.5), ties broken by cosine distance to the query
+--            (so the list is the vector ranking restricted to notes about the query's
+--            entities). p_expand_entities also takes notes that mention entities one
+--            relationship away (valid now), at half coverage.
 -- Fusion: coverage-weighted reciprocal rank fusion (Cormack et al. 2009), k = 60:
 --            relevance = (1/(60+rank_vec) + cov_text/(60+rank_text) + w_e*cov_ent/(60+rank_ent))
 --                        / ((vector_on + text_on + w_e*entities_on) / 61), in [0, 1],
@@ -312,9 +314,12 @@ BEGIN
         ),
         ent_ranked AS (
             SELECT h.id, least(h.cov, 1) AS cov,
-                   row_number() OVER (ORDER BY h.cov DESC, n.created_at DESC, h.id)::int AS r
-            FROM ent_hits h JOIN cortex.notes n ON n.user_id = $1 AND n.id = h.id
-            ORDER BY h.cov DESC, n.created_at DESC, h.id
+                   row_number() OVER (ORDER BY h.cov DESC, h.dist NULLS LAST, h.id)::int AS r
+            FROM (SELECT eh.id, eh.cov,
+                         (SELECT e.embedding <=> $2 FROM cortex.embeddings e
+                          WHERE e.user_id = $1 AND e.note_id = eh.id AND e.model = %3$L) AS dist
+                  FROM ent_hits eh) h
+            ORDER BY h.cov DESC, h.dist NULLS LAST, h.id
             LIMIT $11
         ),
         fused AS (

@@ -1,0 +1,71 @@
+"""Row-Level Security (isolation="rls"): an unfiltered query sees one tenant; a superuser all."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import text
+
+from cortex_pg import ValidationError
+from cortex_pg.db import tenancy
+from cortex_pg.db.engine import create_engine_for
+from cortex_pg.store import MemoryStore
+
+
+@pytest.fixture
+def rls_store(db_url):
+    s = MemoryStore.open(db_url, embedder="hashing", auto_migrate=False, isolation="rls")
+    yield s
+    s.close()
+
+
+def test_unfiltered_queries_see_only_the_current_tenant(rls_store, db_url):
+    rls_store.add("alice's secret", user_id="alice")
+    rls_store.add("bob's secret", user_id="bob")
+    rls_store.add_many([{"content": f"bob note {i}"} for i in range(3)], user_id="bob")
+    # a deliberately unfiltered query through the API's connection
+    with tenancy.tenant_scope("alice"), rls_store.engine.begin() as conn:
+        rows = conn.execute(text("SELECT user_id, content FROM cortex.notes")).all()
+        stm = conn.execute(text("SELECT DISTINCT user_id FROM cortex.stm_notes")).scalars().all()
+        emb = conn.execute(text("SELECT DISTINCT user_id FROM cortex.embeddings")).scalars().all()
+        hist = conn.execute(text("SELECT DISTINCT user_id FROM cortex.note_history")).scalars().all()
+        role = conn.execute(text("SELECT current_user")).scalar_one()
+    assert rows == [("alice", "alice's secret")]
+    assert stm == emb == hist == ["alice"]
+    assert role == "cortex_app"
+    # no tenant set: nothing at all
+    with rls_store.engine.begin() as conn:
+        assert conn.execute(text("SELECT count(*) FROM cortex.notes")).scalar_one() == 0
+    # the owner / superuser still sees every tenant
+    owner = create_engine_for(db_url)
+    try:
+        with owner.connect() as conn:
+            assert conn.execute(text("SELECT count(DISTINCT user_id) FROM cortex.notes")).scalar_one() == 2
+    finally:
+        owner.dispose()
+
+
+def test_writes_for_another_tenant_are_refused(rls_store):
+    rls_store.add("mine", user_id="alice")
+    with tenancy.tenant_scope("alice"), pytest.raises(Exception) as err, rls_store.engine.begin() as conn:
+        conn.execute(text("INSERT INTO cortex.notes (user_id, content) VALUES ('bob', 'forged')"))
+    assert "row-level security" in str(err.value)
+
+
+def test_api_works_under_rls(rls_store):
+    nid = rls_store.add("under rls", user_id="carol", tags=["x"])
+    assert rls_store.search("under rls", user_id="carol")[0].id == nid
+    assert rls_store.search("under rls", user_id="dave") == []
+    assert rls_store.get(nid, user_id="carol").tags == ["x"]
+    rls_store.update(nid, user_id="carol", tags=["y"])
+    assert rls_store.get(nid, user_id="carol").tags == ["y"]
+    assert rls_store.count(user_id="carol") == 1
+    assert rls_store.delete(nid, user_id="dave") is False
+    assert rls_store.delete(nid, user_id="carol") is True
+    with pytest.raises(ValidationError):
+        rls_store.add_many([{"content": "a", "user_id": "u1"}, {"content": "b", "user_id": "u2"}])
+
+
+def test_unknown_isolation_is_refused(db_url):
+    with pytest.raises(ValidationError) as err:
+        MemoryStore.open(db_url, embedder="hashing", isolation="tenant")
+    assert err.value.field == "isolation"
