@@ -1,0 +1,238 @@
+"""Changing the embedding model without downtime: back-fill a second model beside the first,
+then switch in one transaction.
+
+1. :func:`prepare` registers the new model (inactive) and builds its partial HNSW index with
+   ``CREATE INDEX CONCURRENTLY`` (autocommit, no long lock on ``cortex.embeddings``).
+2. :func:`backfill` embeds, in batches of its own transaction each, every current note that
+   has no embedding of the new model (``FOR UPDATE SKIP LOCKED``: several runs can share the
+   work; a killed run resumes where the tables say it stopped). Searches keep using the
+   active model meanwhile.
+3. :func:`activate` catches up notes written since, re-embeds the STM rows (one inline
+   embedding each), and makes the new model the active one, all in one transaction.
+
+Processes still running with the old embedder keep searching the old embeddings (kept until
+:func:`drop_model`); notes they write afterwards get old-model vectors only, so restart
+writers with the new model and run the back-fill again (it is idempotent).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlalchemy import Engine, text
+
+from cortex_pg.embeddings.base import Embedder
+from cortex_pg.errors import EmbeddingDimensionError, ValidationError, translate_db_errors
+
+MISSING = """
+SELECT n.user_id, n.id, n.session_id, n.content
+FROM cortex.notes n
+WHERE n.merged_into IS NULL
+  AND NOT EXISTS (SELECT 1 FROM cortex.embeddings e
+                  WHERE e.user_id = n.user_id AND e.note_id = n.id AND e.model = :m)
+ORDER BY n.user_id, n.id
+LIMIT :b
+FOR UPDATE OF n SKIP LOCKED
+"""
+
+UPSERT = """
+INSERT INTO cortex.embeddings (user_id, note_id, model, session_id, embedding)
+SELECT r.user_id, r.id, :m, r.session_id, CAST(r.embedding AS vector)
+FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(user_id text, id uuid, session_id text, embedding text)
+ON CONFLICT (user_id, note_id, model) DO UPDATE SET embedding = EXCLUDED.embedding, created_at = now()
+"""
+
+
+def _literal(vec: list[float]) -> str:
+    return "[" + ",".join(repr(float(x)) for x in vec) + "]"
+
+
+def prepare(engine: Engine, embedder: Embedder) -> str:
+    """Register ``embedder``'s model (not active) and build its HNSW index concurrently.
+
+    Returns:
+        The index name.
+
+    Raises:
+        EmbeddingDimensionError: the model is registered with another dimension.
+    """
+    name, dim = embedder.name, embedder.dim
+    if not 1 <= dim <= 2000:
+        raise ValidationError("dim", f"{dim} is outside 1..2000 (the HNSW limit)")
+    with translate_db_errors(), engine.connect() as conn:
+        stored = conn.execute(
+            text("SELECT dim FROM cortex.embedding_models WHERE model = :m"), {"m": name}
+        ).scalar()
+        if stored is not None and stored != dim:
+            raise EmbeddingDimensionError(name, stored, dim)
+        index = conn.execute(text("SELECT cortex.embedding_index_name(:m)"), {"m": name}).scalar_one()
+        valid = conn.execute(
+            text(
+                "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                "JOIN pg_namespace s ON s.oid = c.relnamespace WHERE s.nspname = 'cortex' AND c.relname = :i"
+            ),
+            {"i": index},
+        ).scalar()
+    with translate_db_errors(), engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        if valid is False:  # a concurrent build that was interrupted leaves an invalid index
+            conn.execute(text(f'DROP INDEX CONCURRENTLY IF EXISTS cortex."{index}"'))
+        quoted = name.replace("'", "''")
+        conn.execute(
+            text(
+                f'CREATE INDEX CONCURRENTLY IF NOT EXISTS "{index}" ON cortex.embeddings '
+                f"USING hnsw ((embedding::vector({int(dim)})) vector_cosine_ops) "
+                f"WITH (m = 16, ef_construction = 64) WHERE model = '{quoted}'"
+            )
+        )
+    with translate_db_errors(), engine.begin() as conn:
+        conn.execute(text("SELECT cortex.register_embedding_model(:m, :d, false)"), {"m": name, "d": dim})
+    return index
+
+
+def backfill(
+    engine: Engine,
+    embedder: Embedder,
+    *,
+    batch_size: int = 256,
+    progress: Callable[[int], None] | None = None,
+) -> int:
+    """Embed every current note lacking an embedding of ``embedder``'s model; returns the count.
+
+    One transaction per batch (``batch_size`` notes); safe to run concurrently and to resume.
+    """
+    if batch_size <= 0:
+        raise ValidationError("batch_size", "must be positive")
+    total = 0
+    while True:
+        with translate_db_errors(), engine.begin() as conn:
+            rows = conn.execute(text(MISSING), {"m": embedder.name, "b": batch_size}).all()
+            if not rows:
+                return total
+            vectors = embedder.embed([r.content for r in rows])
+            payload = [
+                {"user_id": r.user_id, "id": str(r.id), "session_id": r.session_id, "embedding": _literal(v)}
+                for r, v in zip(rows, vectors, strict=True)
+            ]
+            import json
+
+            conn.execute(text(UPSERT), {"m": embedder.name, "rows": json.dumps(payload)})
+        total += len(rows)
+        if progress:
+            progress(len(rows))
+
+
+def activate(engine: Engine, embedder: Embedder) -> dict[str, int]:
+    """Switch the active model to ``embedder``'s, in one transaction.
+
+    Catches up notes without an embedding of the model, re-embeds every STM row, and flips
+    ``embedding_models.active``.
+
+    Returns:
+        ``{"caught_up": n, "stm_reembedded": m}``.
+
+    Raises:
+        ValidationError: the model was never prepared.
+    """
+    import json
+
+    with translate_db_errors(), engine.begin() as conn:
+        conn.execute(text("SELECT pg_advisory_xact_lock(hashtextextended('cortex.embedding_models', 0))"))
+        known = conn.execute(
+            text("SELECT dim FROM cortex.embedding_models WHERE model = :m"), {"m": embedder.name}
+        ).scalar()
+        if known is None:
+            raise ValidationError("model", f"{embedder.name!r} is not prepared; run the back-fill first")
+        caught = 0
+        while True:
+            rows = conn.execute(text(MISSING), {"m": embedder.name, "b": 512}).all()
+            if not rows:
+                break
+            vectors = embedder.embed([r.content for r in rows])
+            conn.execute(
+                text(UPSERT),
+                {
+                    "m": embedder.name,
+                    "rows": json.dumps(
+                        [
+                            {
+                                "user_id": r.user_id,
+                                "id": str(r.id),
+                                "session_id": r.session_id,
+                                "embedding": _literal(v),
+                            }
+                            for r, v in zip(rows, vectors, strict=True)
+                        ]
+                    ),
+                },
+            )
+            caught += len(rows)
+        stm = conn.execute(
+            text(
+                "SELECT user_id, id, content FROM cortex.stm_notes WHERE model IS DISTINCT FROM :m FOR UPDATE"
+            ),
+            {"m": embedder.name},
+        ).all()
+        if stm:
+            vectors = embedder.embed([r.content for r in stm])
+            conn.execute(
+                text(
+                    "UPDATE cortex.stm_notes s SET embedding = CAST(r.embedding AS vector), model = :m "
+                    "FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(user_id text, id uuid, embedding text) "
+                    "WHERE s.user_id = r.user_id AND s.id = r.id"
+                ),
+                {
+                    "m": embedder.name,
+                    "rows": json.dumps(
+                        [
+                            {"user_id": r.user_id, "id": str(r.id), "embedding": _literal(v)}
+                            for r, v in zip(stm, vectors, strict=True)
+                        ]
+                    ),
+                },
+            )
+        conn.execute(
+            text("UPDATE cortex.embedding_models SET active = false WHERE active AND model <> :m"),
+            {"m": embedder.name},
+        )
+        conn.execute(
+            text("UPDATE cortex.embedding_models SET active = true WHERE model = :m"), {"m": embedder.name}
+        )
+    return {"caught_up": caught, "stm_reembedded": len(stm)}
+
+
+def drop_model(engine: Engine, model: str) -> int:
+    """Remove an inactive model: its embeddings, its index and its registry row. Returns rows deleted.
+
+    Raises:
+        ValidationError: the model is the active one, or unknown.
+    """
+    with translate_db_errors(), engine.begin() as conn:
+        row = conn.execute(
+            text("SELECT active, index_name FROM cortex.embedding_models WHERE model = :m"), {"m": model}
+        ).first()
+        if row is None:
+            raise ValidationError("model", f"{model!r} is not registered")
+        if row.active:
+            raise ValidationError("model", f"{model!r} is the active model; activate another one first")
+        n = conn.execute(text("DELETE FROM cortex.embeddings WHERE model = :m"), {"m": model}).rowcount
+        conn.execute(text("DELETE FROM cortex.embedding_models WHERE model = :m"), {"m": model})
+    with translate_db_errors(), engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text(f'DROP INDEX CONCURRENTLY IF EXISTS cortex."{row.index_name}"'))
+    return n
+
+
+def models(engine: Engine) -> list[dict[str, object]]:
+    """Registered models with their dimension, active flag and embedding count."""
+    with translate_db_errors(), engine.connect() as conn:
+        rows = (
+            conn.execute(
+                text(
+                    "SELECT m.model, m.dim, m.active, m.index_name, "
+                    "(SELECT count(*) FROM cortex.embeddings e WHERE e.model = m.model) AS embeddings "
+                    "FROM cortex.embedding_models m ORDER BY m.created_at"
+                )
+            )
+            .mappings()
+            .all()
+        )
+    return [dict(r) for r in rows]

@@ -1,0 +1,91 @@
+"""Switching embedding models without downtime: back-fill beside the old model, then activate."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from sqlalchemy import text
+
+from cortex_pg import EmbeddingModelError, ValidationError
+from cortex_pg.embeddings import HashingEmbedder
+from cortex_pg.store import MemoryStore
+from cortex_pg.store import reembed as r
+
+
+def test_reembed_while_searches_run_loses_nothing(db_url):
+    old = MemoryStore.open(db_url, embedder=HashingEmbedder(384), auto_migrate=False)
+    ids = old.add_many(
+        [{"content": f"note {i} about topic {i % 7}", "user_id": f"u{i % 3}"} for i in range(240)]
+    )
+    new_emb = HashingEmbedder(128, name="hashing-128")
+    errors: list[BaseException] = []
+    counts: list[int] = []
+    stop = threading.Event()
+
+    def searcher() -> None:
+        while not stop.is_set():
+            try:
+                counts.append(len(old.search("topic 3", user_id="u1", limit=10, touch=False)))
+            except BaseException as exc:  # noqa: BLE001
+                errors.append(exc)
+                return
+
+    t = threading.Thread(target=searcher)
+    t.start()
+    try:
+        index = r.prepare(old.engine, new_emb)
+        assert r.backfill(old.engine, new_emb, batch_size=50) == 240
+        old.add("written during the back-fill", user_id="u1")  # caught up by activate
+        info = r.activate(old.engine, new_emb)
+        assert info["caught_up"] == 1 and info["stm_reembedded"] > 0
+    finally:
+        stop.set()
+        t.join()
+    assert errors == []
+    assert counts and min(counts) == 10  # every search during the switch returned full results
+    with old.engine.connect() as conn:
+        valid = conn.execute(
+            text("SELECT indisvalid FROM pg_index WHERE indexrelid = CAST(:i AS regclass)"),
+            {"i": f"cortex.{index}"},
+        ).scalar_one()
+        per_model = dict(
+            conn.execute(text("SELECT model, count(*) FROM cortex.embeddings GROUP BY model")).all()
+        )
+    assert valid is True
+    assert per_model == {"hashing-384": 241, "hashing-128": 241}
+    old.close()
+    # a store with the new model opens and finds everything; the old model is refused now
+    new = MemoryStore.open(db_url, embedder=new_emb, auto_migrate=False)
+    try:
+        assert new.count(user_id="u1") == 81
+        assert new.search("note 4 about topic 4", user_id="u1", limit=1)[0].id == ids[4]
+        assert (
+            new.search("written during the back-fill", user_id="u1", memory_source="stm", limit=1)[0].content
+            == "written during the back-fill"
+        )
+    finally:
+        new.close()
+    with pytest.raises(EmbeddingModelError):
+        MemoryStore.open(db_url, embedder=HashingEmbedder(384), auto_migrate=False)
+
+
+def test_backfill_resumes_and_drop(db_url):
+    s = MemoryStore.open(db_url, embedder=HashingEmbedder(384), auto_migrate=False)
+    s.add_many([{"content": f"n{i}"} for i in range(30)])
+    e2 = HashingEmbedder(384, name="hashing-other")
+    r.prepare(s.engine, e2)
+    seen: list[int] = []
+    with pytest.raises(RuntimeError):
+
+        def boom(n: int) -> None:
+            seen.append(n)
+            raise RuntimeError("killed after the first batch")
+
+        r.backfill(s.engine, e2, batch_size=10, progress=boom)
+    assert r.backfill(s.engine, e2, batch_size=10) == 20  # the first batch was committed
+    with pytest.raises(ValidationError):
+        r.drop_model(s.engine, "hashing-384")  # active
+    assert r.drop_model(s.engine, "hashing-other") == 30
+    assert [m["model"] for m in r.models(s.engine)] == ["hashing-384"]
+    s.close()
