@@ -79,7 +79,7 @@ LOCK_SCOPE = "SELECT pg_advisory_xact_lock(hashtextextended(:user_id || chr(31) 
 EXPIRE = """
 WITH gone AS (
     DELETE FROM cortex.notes n
-    WHERE {scope} AND n.merged_into IS NULL AND n.created_at < now() - make_interval(days => :retention_days)
+    WHERE {scope} AND n.merged_into IS NULL AND n.created_at < now() - CAST(:retention_days AS float8) * interval '1 day'
     RETURNING n.id
 )
 SELECT id FROM gone
