@@ -81,7 +81,9 @@ def test_short_term_save_retrieve_update_delete_clear(stm):
     assert stm.retrieve("not-a-uuid") is None
     assert stm.update(item.memory_id, {"content": "first note about lexing", "metadata": {"b": 2}})
     got = stm.retrieve(item.memory_id)
-    assert got.content == "first note about lexing" and got.metadata["topic"] == "x" and got.metadata["b"] == 2
+    assert (
+        got.content == "first note about lexing" and got.metadata["topic"] == "x" and got.metadata["b"] == 2
+    )
     stm.save("second", agent_id="B")
     assert [i.content for i in stm.retrieve(filters={"agent_id": "B"})] == ["second"]
     assert stm.delete(filters={"agent_id": "B"}) == 1
@@ -112,7 +114,10 @@ def test_short_term_search_min_relevance_excludes_and_blank_query_lists(store):
     strict = stm.search("database index", limit=5, min_relevance=0.6)
     assert [h.content for h in strict] == ["the database index was rebuilt"]  # no-word match <= 0.5
     assert [h.content for h in stm.search("", filters={"agent_id": "B"})] == ["lunch was pasta"]
-    assert [h.content for h in stm.search("", limit=5)] == ["lunch was pasta", "the database index was rebuilt"]
+    assert [h.content for h in stm.search("", limit=5)] == [
+        "lunch was pasta",
+        "the database index was rebuilt",
+    ]
     with pytest.raises(ValidationError):
         stm.search("x", min_relevance=2)
 
@@ -148,7 +153,10 @@ def test_long_term_save_search_weights_and_retrieve(ltm):
     assert [h.memory_id for h in ltm.search("quarterly revenue", filters={"agent_id": "A"})] == [lo.memory_id]
     assert [i.memory_id for i in ltm.retrieve(filters={})] == [lo.memory_id, hi.memory_id]  # oldest first
     assert ltm.retrieve(hi.memory_id).access_count >= 2
-    assert ltm.update(lo.memory_id, {"importance": 0.5}) and ltm.retrieve(lo.memory_id).metadata["importance"] == 0.5
+    assert (
+        ltm.update(lo.memory_id, {"importance": 0.5})
+        and ltm.retrieve(lo.memory_id).metadata["importance"] == 0.5
+    )
     assert ltm.delete(lo.memory_id) == 1 and len(ltm) == 1
 
 
@@ -174,7 +182,10 @@ def test_long_term_consolidate_merges_and_formats(ltm):
     text = ltm.consolidate()
     lines = text.split("\n")
     assert lines[0] == "Long-term memory summary:"
-    assert "\nData Analyst:\n  - the cache layer uses redis for sessions today (importance: 0.8, accessed: 0x)" in text
+    assert (
+        "\nData Analyst:\n  - the cache layer uses redis for sessions today (importance: 0.8, accessed: 0x)"
+        in text
+    )
     assert "\nOps:\n  - deploys happen on fridays (importance: 0.3, accessed: 0x)" in text
     assert len(ltm) == 2  # the shorter similar item was merged into the longer one
     assert ltm.consolidate(merge_similar=False) == text
@@ -230,7 +241,9 @@ def test_context_stack_push_pop_peek_and_survives_reopening(ctx, db_url):
     finally:
         other.close()
     assert ctx.get_current_context()["type"] == "project"
-    assert ContextualMemory(store=ctx.store, user_id="u", session_id="elsewhere").get_current_context() is None
+    assert (
+        ContextualMemory(store=ctx.store, user_id="u", session_id="elsewhere").get_current_context() is None
+    )
 
 
 def test_concurrent_pops_return_distinct_frames(ctx):
@@ -306,8 +319,16 @@ def test_user_memory_context_statistics_and_clear(store):
     assert "Important memories:\n  - Alice shipped the release" in text
     assert "Known entities: Alice" in text and "Acme Corp" in text
     stats = um.get_user_statistics("alice")
-    assert stats["total_memories"] == 2 and stats["short_term_memories"] == 1 and stats["long_term_memories"] == 1
-    assert stats["entities_known"] >= 2 and stats["relationships"] >= 1 and stats["preferences"]["language"] == "en"
+    assert (
+        stats["total_memories"] == 2
+        and stats["short_term_memories"] == 1
+        and stats["long_term_memories"] == 1
+    )
+    assert (
+        stats["entities_known"] >= 2
+        and stats["relationships"] >= 1
+        and stats["preferences"]["language"] == "en"
+    )
     assert um.search_user_memory("alice", "release")[0].user_id == "alice"
     assert um.get_user_statistics("bob")["total_memories"] == 0
     um.clear_user_memory("alice")
