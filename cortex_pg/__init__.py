@@ -3,6 +3,15 @@
 Public names only; see :class:`MemoryStore` for the repository API.
 """
 
+from cortex_pg.compat.calute import (
+    ContextualMemory,
+    CortexMemory,
+    EntityMemory,
+    LongTermMemory,
+    MemoryItem,
+    ShortTermMemory,
+    UserMemory,
+)
 from cortex_pg.compat.prem import AgenticMemorySystem, MemoryNote
 from cortex_pg.errors import (
     ConflictError,
@@ -20,6 +29,13 @@ from cortex_pg.errors import (
 __all__ = [
     "AgenticMemorySystem",
     "MemoryNote",
+    "ContextualMemory",
+    "CortexMemory",
+    "EntityMemory",
+    "LongTermMemory",
+    "MemoryItem",
+    "ShortTermMemory",
+    "UserMemory",
     "ConflictError",
     "CortexPGError",
     "DatabaseError",

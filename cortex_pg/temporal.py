@@ -112,6 +112,14 @@ def has_temporal_keyword(query: str) -> bool:
     return bool(_TEMPORAL_RE.search(query or ""))
 
 
+def without_temporal_keywords(query: str) -> str:
+    """``query`` with its temporal keywords removed (they ask for recency, not for matching
+    words: the full-text ranker should not look for "yesterday" in the notes). Returns the
+    query unchanged when nothing else would be left."""
+    stripped = " ".join(_TEMPORAL_RE.sub(" ", query or "").split())
+    return stripped if stripped else query
+
+
 def auto_temporal_weight(query: str, date_range: object = None) -> float:
     """0.7 when the query has a temporal keyword or a date_range is given, else 0.0 (Prem Cortex rule)."""
     return AUTO_TEMPORAL_WEIGHT if (date_range or has_temporal_keyword(query)) else 0.0

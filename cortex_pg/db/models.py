@@ -395,3 +395,43 @@ class EvolutionJob(Base):
         ),
         Index("ix_evolution_jobs_status", "status"),
     )
+
+
+class ContextFrame(Base):
+    """One frame of a calute context stack: (user_id, scope) names the stack, ``depth`` the
+    position (1 = bottom). Pushed and popped only by ``cortex.context_push`` /
+    ``cortex.context_pop``, which serialise on an advisory lock per stack, so depths stay
+    1..n without gaps and two concurrent pops never return the same frame.
+    """
+
+    __tablename__ = "context_frames"
+
+    user_id: Mapped[str]
+    scope: Mapped[str]
+    depth: Mapped[int]
+    type: Mapped[str]
+    data: Mapped[dict[str, Any]] = mapped_column(server_default=text("'{}'::jsonb"))
+    pushed_at: Mapped[datetime] = mapped_column(server_default=text("now()"))
+
+    __table_args__ = (
+        PrimaryKeyConstraint("user_id", "scope", "depth"),
+        CheckConstraint("depth >= 1", name="depth_positive"),
+        CheckConstraint("char_length(scope) BETWEEN 1 AND 255", name="scope_length"),
+    )
+
+
+class UserPreference(Base):
+    """A user's preferences (calute ``UserMemory``): only the keys the user set; defaults are
+    applied on read. Updates merge (``preferences || patch``) in one ``INSERT ... ON CONFLICT``.
+    """
+
+    __tablename__ = "user_preferences"
+
+    user_id: Mapped[str]
+    preferences: Mapped[dict[str, Any]] = mapped_column(server_default=text("'{}'::jsonb"))
+    updated_at: Mapped[datetime] = mapped_column(server_default=text("now()"))
+
+    __table_args__ = (
+        PrimaryKeyConstraint("user_id"),
+        CheckConstraint("jsonb_typeof(preferences) = 'object'", name="preferences_object"),
+    )

@@ -15,14 +15,13 @@ Filters are matched against the note's metadata (JSONB containment); ``agent_id`
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import text
 
+from cortex_pg.compat.memory_item import ITEM_FIELDS, MemoryItem, item_from_note
 from cortex_pg.entities.extract import LlmExtract, extract
 from cortex_pg.entities.repository import EntityStore, entity_name
 from cortex_pg.errors import NotFoundError, ValidationError, translate_db_errors
@@ -30,62 +29,9 @@ from cortex_pg.store import MemoryStore, validation
 from cortex_pg.store.memory_store import note_from_row
 from cortex_pg.store.records import Note
 
+__all__ = ["MEMORY_TYPE", "EntityMemory", "MemoryItem", "item_from_note"]
+
 MEMORY_TYPE = "entity"
-ITEM_FIELDS = ("agent_id", "task_id", "conversation_id")
-
-
-@dataclass
-class MemoryItem:
-    """calute's ``MemoryItem`` (same fields and ``to_dict`` keys; no embedding)."""
-
-    content: str
-    memory_type: str = "general"
-    timestamp: datetime = field(default_factory=lambda: datetime.now(UTC))
-    metadata: dict[str, Any] = field(default_factory=dict)
-    agent_id: str | None = None
-    task_id: str | None = None
-    conversation_id: str | None = None
-    user_id: str | None = None
-    relevance_score: float = 1.0
-    access_count: int = 0
-    last_accessed: datetime | None = None
-    embedding: list[float] | None = None
-    memory_id: str = field(default_factory=lambda: str(uuid.uuid4()))
-
-    def to_dict(self) -> dict[str, Any]:
-        """The 12 keys of calute's ``MemoryItem.to_dict`` (timestamps ISO 8601, no embedding)."""
-        return {
-            "memory_id": self.memory_id,
-            "content": self.content,
-            "memory_type": self.memory_type,
-            "timestamp": self.timestamp.isoformat(),
-            "metadata": self.metadata,
-            "agent_id": self.agent_id,
-            "task_id": self.task_id,
-            "conversation_id": self.conversation_id,
-            "user_id": self.user_id,
-            "relevance_score": self.relevance_score,
-            "access_count": self.access_count,
-            "last_accessed": self.last_accessed.isoformat() if self.last_accessed else None,
-        }
-
-
-def item_from_note(note: Note, score: float = 1.0) -> MemoryItem:
-    meta = note.metadata
-    return MemoryItem(
-        content=note.content,
-        memory_type=note.memory_type,
-        timestamp=note.created_at,
-        metadata=meta,
-        agent_id=meta.get("agent_id"),
-        task_id=meta.get("task_id"),
-        conversation_id=meta.get("conversation_id"),
-        user_id=note.user_id,
-        relevance_score=score,
-        access_count=note.access_count,
-        last_accessed=note.last_accessed_at,
-        memory_id=note.id,
-    )
 
 
 class EntityMemory:

@@ -34,7 +34,7 @@ from cortex_pg.errors import (
 )
 from cortex_pg.store import sql, validation
 from cortex_pg.store.records import Note, SearchResult
-from cortex_pg.temporal import parse_instant
+from cortex_pg.temporal import parse_instant, without_temporal_keywords
 
 UPDATABLE_FIELDS = (
     "content",
@@ -233,6 +233,8 @@ class MemoryStore:
         to_stm: bool = True,
         id: str | uuid.UUID | None = None,
         enqueue_evolution: bool | None = None,
+        to_ltm: bool = True,
+        stm_capacity: int | None = None,
     ) -> str:
         """Store one note in LTM (and STM when ``to_stm``); returns its id (UUID string).
 
@@ -247,10 +249,15 @@ class MemoryStore:
             id: the note's id (a UUID), e.g. when importing; default a new random UUID.
             enqueue_evolution: queue an evolution job for a new note in the same transaction
                 (None: the store's ``enqueue_evolution``).
+            to_ltm: write the note to long-term memory. ``to_ltm=False, to_stm=True`` stores it
+                in STM only (the calute ``ShortTermMemory``): no LTM row, no evolution job; it
+                takes the id of an LTM note of the same scope and content when there is one.
+            stm_capacity: the STM capacity enforced by this insert (None: ``store.stm_capacity``).
 
         Returns:
             The new note's id, or the existing id when the same user and session already hold
-            exactly this content (a no-op, detected by content hash before embedding).
+            exactly this content in the tier(s) written (a no-op, detected by content hash
+            before embedding).
 
         Raises:
             ValidationError: any bad argument (nothing is stored).
@@ -270,7 +277,12 @@ class MemoryStore:
             "memory_type": memory_type,
             "id": id,
         }
-        return self._store([validation.new_note(item)], to_stm=to_stm, enqueue=enqueue_evolution)[0]
+        note = validation.new_note(item)
+        if not to_ltm:
+            if not to_stm:
+                raise ValidationError("to_stm", "a note must go to at least one tier (to_ltm or to_stm)")
+            return self._store_stm_only(note, stm_capacity)
+        return self._store([note], to_stm=to_stm, enqueue=enqueue_evolution, stm_capacity=stm_capacity)[0]
 
     def add_many(
         self,
@@ -328,21 +340,52 @@ class MemoryStore:
         batch_size: int = 256,
         progress: Callable[[int], None] | None = None,
         enqueue: bool | None = None,
+        stm_capacity: int | None = None,
     ) -> list[str]:
         batch_size = validation.limit(batch_size, "batch_size")
         enqueue = self.enqueue_evolution if enqueue is None else enqueue
+        capacity = (
+            self.stm_capacity if stm_capacity is None else validation.limit(stm_capacity, "stm_capacity")
+        )
         ids: list[str] = []
         with translate_db_errors(), self.engine.begin() as conn:
             for start in range(0, len(notes), batch_size):
                 batch = notes[start : start + batch_size]
-                ids.extend(self._insert_batch(conn, batch, to_stm, enqueue))
+                ids.extend(self._insert_batch(conn, batch, to_stm, enqueue, capacity))
                 if progress:
                     progress(len(batch))
         return ids
 
+    def _store_stm_only(self, note: validation.NewNote, stm_capacity: int | None) -> str:
+        """Insert one note into STM only (see ``add(to_ltm=False)``), trimming its scope to capacity."""
+        capacity = (
+            self.stm_capacity if stm_capacity is None else validation.limit(stm_capacity, "stm_capacity")
+        )
+        scopes = {"users": [note.user_id], "sessions": [note.session_id]}
+        with translate_db_errors(), self.engine.begin() as conn:
+            conn.execute(text(sql.LOCK_SCOPES), scopes)
+            found = conn.execute(text(sql.FIND_EXISTING), {**scopes, "hashes": [note.content_hash]}).all()
+            by_tier = {r.tier: str(r.id) for r in found}
+            if "stm" in by_tier:
+                return by_tier["stm"]
+            if "ltm" in by_tier:
+                note = _with_id(note, uuid.UUID(by_tier["ltm"]))
+            vectors = self.embedder.embed([note.content])
+            self._check_vectors(vectors, 1)
+            row = dict(note.row(), embedding=vector_literal(vectors[0]))
+            conn.execute(text(sql.INSERT_STM), {"rows": json.dumps([row]), "model": self.embedder.name})
+            conn.execute(text(sql.TRIM_STM), {**scopes, "capacity": capacity})
+        return str(note.id)
+
     def _insert_batch(
-        self, conn: Connection, batch: list[validation.NewNote], to_stm: bool, enqueue: bool = False
+        self,
+        conn: Connection,
+        batch: list[validation.NewNote],
+        to_stm: bool,
+        enqueue: bool = False,
+        stm_capacity: int | None = None,
     ) -> list[str]:
+        capacity = self.stm_capacity if stm_capacity is None else stm_capacity
         scopes = {"users": [n.user_id for n in batch], "sessions": [n.session_id for n in batch]}
         conn.execute(text(sql.LOCK_SCOPES), scopes)
         existing: dict[tuple[str, str, str], tuple[str, str]] = {}
@@ -387,9 +430,9 @@ class MemoryStore:
             self._index_entities(conn, rows)
         conn.execute(text(sql.INSERT_EMBEDDINGS), {**payload, "model": self.embedder.name})
         if to_stm:
-            newest = _newest_per_scope(rows, self.stm_capacity)
+            newest = _newest_per_scope(rows, capacity)
             conn.execute(text(sql.INSERT_STM), {"rows": json.dumps(newest), "model": self.embedder.name})
-            conn.execute(text(sql.TRIM_STM), {**scopes, "capacity": self.stm_capacity})
+            conn.execute(text(sql.TRIM_STM), {**scopes, "capacity": capacity})
         return ids
 
     def _index_entities(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
@@ -546,24 +589,26 @@ class MemoryStore:
         return self.get(nid, user_id=uid)
 
     @_tenant_scoped
-    def delete(self, id: str | uuid.UUID, *, user_id: str | None = None) -> bool:
-        """Delete a note from both tiers (its embeddings and links go with it; history stays).
+    def delete(self, id: str | uuid.UUID, *, user_id: str | None = None, memory_source: str = "all") -> bool:
+        """Delete a note from both tiers, or one (``memory_source`` ``ltm`` / ``stm``); its
+        embeddings and links go with its LTM row; history stays.
 
         Returns:
             True when a note was deleted, False when none had that id.
         """
         nid = validation.note_id(id)
         uid = validation.optional_scope_id(user_id, "user_id")
+        source = validation.memory_source(memory_source)
         with translate_db_errors(), self.engine.begin() as conn:
             n = conn.execute(
                 text(
-                    "WITH l AS (DELETE FROM cortex.notes WHERE id = :id "
+                    "WITH l AS (DELETE FROM cortex.notes WHERE :src IN ('all','ltm') AND id = :id "
                     "  AND (CAST(:u AS text) IS NULL OR user_id = :u) RETURNING id), "
-                    "s AS (DELETE FROM cortex.stm_notes WHERE id = :id "
+                    "s AS (DELETE FROM cortex.stm_notes WHERE :src IN ('all','stm') AND id = :id "
                     "  AND (CAST(:u AS text) IS NULL OR user_id = :u) RETURNING id) "
                     "SELECT count(*) FROM (SELECT id FROM l UNION SELECT id FROM s) x"
                 ),
-                {"id": nid, "u": uid},
+                {"id": nid, "u": uid, "src": source},
             ).scalar_one()
         return n > 0
 
@@ -644,8 +689,11 @@ class MemoryStore:
         """Hybrid search of one user's notes, in one SQL statement (``cortex.search_notes``).
 
         Vector candidates (HNSW, cosine) and BM25 full-text candidates (GIN) are fused by
-        reciprocal rank fusion (k = 60), then blended with recency:
+        coverage-weighted reciprocal rank fusion (k = 60; see ``search_notes`` v3), then blended
+        with recency:
         ``score = (1 - temporal_weight) * relevance + temporal_weight * exp(-age_days / 7)``.
+        Temporal keywords (yesterday, last, recent, ...) are left out of the full-text query:
+        they ask for recency, which ``temporal_weight`` and the date window express.
 
         Args:
             query: the question or text to match; not blank.
@@ -718,7 +766,7 @@ class MemoryStore:
             "context_embedding": None if ctx is None else vector_literal(vectors[1]),
             "user_id": uid,
             "embedding": vector_literal(vector[0]),
-            "query": query,
+            "query": without_temporal_keywords(query),
             "limit": lim,
             "temporal_weight": weight,
             "date_from": d_from,

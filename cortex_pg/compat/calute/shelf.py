@@ -1,0 +1,276 @@
+"""A shelf: the rows of one calute store in one tier, ``(user_id, session_id, tier, memory_type)``.
+
+Every calute memory class keeps its items on a shelf: ``ShortTermMemory`` in the UNLOGGED
+``cortex.stm_notes`` (tier ``stm``), ``LongTermMemory`` in ``cortex.notes`` (tier ``ltm``).
+Shelves of one store share tables, embeddings and search; they differ only by the scope test
+``user_id = ... AND session_id = ... AND memory_type = ...``.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, text
+
+from cortex_pg.compat.calute import sql
+from cortex_pg.errors import ConflictError, ValidationError, translate_db_errors
+from cortex_pg.store import MemoryStore, Note, SearchResult, validation
+from cortex_pg.store.memory_store import note_from_row
+
+TABLES = {"stm": "cortex.stm_notes", "ltm": "cortex.notes"}
+
+
+def clean_filters(filters: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """calute filters as a where_filter: keys with a falsy value are ignored (as calute does:
+    ``{"agent_id": None}`` filters nothing); operators (``$and``, ``{"$gte": ...}``) pass through.
+
+    Raises:
+        ValidationError: not a dict.
+    """
+    if filters is None:
+        return None
+    if not isinstance(filters, Mapping):
+        raise ValidationError("filters", f"must be a dict, got {type(filters).__name__}")
+    kept = {k: v for k, v in filters.items() if v is not None and v != "" and v != []}
+    return kept or None
+
+
+class Shelf:
+    """The items of one store in one tier (see the module doc).
+
+    Args:
+        store: the open :class:`MemoryStore`.
+        user_id, session_id: the tenant and scope (validated; None = ``"default"``).
+        tier: ``"stm"`` or ``"ltm"``.
+        memory_type: the label of this store's rows (``short_term``, ``long_term``, ...).
+        capacity: STM capacity of the scope, enforced on every insert (LRU); STM only.
+    """
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        user_id: str | None,
+        session_id: str | None,
+        tier: str,
+        memory_type: str,
+        capacity: int | None = None,
+    ) -> None:
+        if tier not in TABLES:
+            raise ValidationError("tier", "must be 'stm' or 'ltm'")
+        self.store = store
+        self.user_id = validation.scope_id(user_id, "user_id")
+        self.session_id = validation.scope_id(session_id, "session_id")
+        self.tier = tier
+        self.memory_type = validation.memory_type(memory_type)
+        self.capacity = None if capacity is None else validation.limit(capacity, "capacity")
+
+    @property
+    def table(self) -> str:
+        return TABLES[self.tier]
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {"user_id": self.user_id, "session_id": self.session_id, "memory_type": self.memory_type}
+
+    # ------------------------------------------------------------------ writes
+    def add(
+        self,
+        content: str,
+        metadata: Mapping[str, Any] | None,
+        *,
+        importance: float = 0.5,
+        time: datetime | str | None = None,
+    ) -> Note:
+        """Store one item; the same content in the same scope and tier is the same item.
+
+        Raises:
+            ValidationError: bad content, metadata or importance (nothing stored).
+        """
+        nid = self.store.add(
+            content,
+            user_id=self.user_id,
+            session_id=self.session_id,
+            metadata=metadata,
+            importance=importance,
+            memory_type=self.memory_type,
+            time=time,
+            to_stm=self.tier == "stm",
+            to_ltm=self.tier == "ltm",
+            stm_capacity=self.capacity,
+        )
+        note = self.get(nid)
+        if note is None:
+            # the store deduplicates by (scope, content): this text is already a note of
+            # another memory_type in this session (or was evicted in the same instant)
+            raise ConflictError(
+                f"the text is already stored in session {self.session_id!r} as note {nid}, "
+                f"which is not a {self.memory_type!r} item"
+            )
+        return note
+
+    def update(self, memory_id: object, updates: Mapping[str, Any]) -> Note | None:
+        """Apply calute-style updates: ``content``, ``metadata`` (merged), ``importance``; any
+        other key is stored in the metadata. Returns None when the item is not on this shelf.
+
+        Raises:
+            ValidationError: a bad value.
+        """
+        note = self.get(memory_id)
+        if note is None:
+            return None
+        fields: dict[str, Any] = {}
+        meta = dict(validation.metadata(updates.get("metadata"), "updates.metadata"))
+        for key, value in updates.items():
+            if key in ("content", "importance"):
+                fields[key] = value
+            elif key not in ("metadata", "memory_id", "memory_type", "timestamp", "embedding"):
+                meta[key] = value
+        if meta:
+            fields["metadata"] = meta
+        if fields:
+            self.store.update(note.id, user_id=self.user_id, **fields)
+        return self.get(note.id)
+
+    def delete(self, memory_id: object = None, filters: Mapping[str, Any] | None = None) -> int:
+        """Delete one item by id, or every item matching ``filters``, or (neither) nothing.
+
+        Returns:
+            The number of items removed.
+        """
+        if memory_id is None and not filters:
+            return 0
+        nid = self._id(memory_id) if memory_id is not None else None
+        if memory_id is not None and nid is None:
+            return 0
+        with translate_db_errors(), self.store.engine.begin() as conn:
+            where = self._where(conn, filters)
+            statement = sql.DELETE.format(table=self.table, scope=sql.SCOPE, where=where)
+            return int(conn.execute(text(statement), {**self.params, "id": nid}).scalar_one())
+
+    def clear(self) -> int:
+        """Delete every item of the shelf. Returns the number removed."""
+        with translate_db_errors(), self.store.engine.begin() as conn:
+            statement = sql.DELETE.format(table=self.table, scope=sql.SCOPE, where="true")
+            return int(conn.execute(text(statement), {**self.params, "id": None}).scalar_one())
+
+    # ------------------------------------------------------------------ reads
+    def get(self, memory_id: object, *, touch: bool = False) -> Note | None:
+        """The item with this id on this shelf, or None (also for a malformed id)."""
+        nid = self._id(memory_id)
+        if nid is None:
+            return None
+        statement = sql.LIST.format(
+            cols=sql.COLUMNS,
+            tier=self.tier,
+            table=self.table,
+            scope=sql.SCOPE + " AND n.id = :id",
+            where="true",
+            live=self._live(),
+            order="n.id",
+        )
+        with translate_db_errors(), self.store.engine.begin() as conn:
+            row = conn.execute(text(statement), {**self.params, "id": nid, "limit": 1}).mappings().first()
+            if row is None:
+                return None
+            if touch:
+                conn.execute(
+                    text(sql.TOUCH.format(table=self.table)), {"user_id": self.user_id, "ids": [nid]}
+                )
+        note = note_from_row(row)
+        if touch:
+            from dataclasses import replace
+
+            note = replace(note, access_count=note.access_count + 1)
+        return note
+
+    def list(
+        self,
+        filters: Mapping[str, Any] | None = None,
+        *,
+        limit: int | None = None,
+        order: str = "newest",
+        touch: bool = False,
+        retention_days: float = 365.0,
+    ) -> list[Note]:
+        """Items matching ``filters`` (a where_filter; see :func:`clean_filters`), in ``order``:
+        ``newest`` / ``oldest`` first (insertion order breaks ties) or ``ltm_score`` (the
+        LongTermMemory score with relevance 1, see :mod:`~cortex_pg.compat.calute.long_term`).
+
+        Args:
+            touch: count the returned items as accessed (access_count + 1; refreshes STM LRU).
+                The returned notes show the new count.
+        """
+        tiebreak = "n.seq" if self.tier == "stm" else "n.id"
+        statement_order = sql.ORDERS[order].format(tiebreak=tiebreak)
+        params = {**self.params, "limit": None if limit is None else validation.limit(limit)}
+        params["retention_days"] = float(retention_days)
+        with translate_db_errors(), self.store.engine.begin() as conn:
+            where = self._where(conn, filters)
+            statement = sql.LIST.format(
+                cols=sql.COLUMNS,
+                tier=self.tier,
+                table=self.table,
+                scope=sql.SCOPE,
+                where=where,
+                live=self._live(),
+                order=statement_order,
+            )
+            rows = conn.execute(text(statement), params).mappings().all()
+            if touch and rows:
+                ids = [r["id"] for r in rows]
+                conn.execute(text(sql.TOUCH.format(table=self.table)), {"user_id": self.user_id, "ids": ids})
+        notes = [note_from_row(r) for r in rows]
+        if touch:
+            from dataclasses import replace
+
+            notes = [replace(n, access_count=n.access_count + 1) for n in notes]
+        return notes
+
+    def search(
+        self, query: str, *, limit: int, filters: Mapping[str, Any] | None = None
+    ) -> list[SearchResult]:
+        """Hybrid search (:meth:`MemoryStore.search`) of this shelf; touches the results."""
+        return self.store.search(
+            query,
+            user_id=self.user_id,
+            session_id=self.session_id,
+            limit=limit,
+            memory_source=self.tier,
+            where_filter=self.where_filter(filters),
+        )
+
+    def count(self) -> int:
+        statement = sql.COUNT.format(table=self.table, scope=sql.SCOPE, live=self._live())
+        with translate_db_errors(), self.store.engine.connect() as conn:
+            return int(conn.execute(text(statement), self.params).scalar_one())
+
+    # ------------------------------------------------------------------ helpers
+    def where_filter(self, filters: Mapping[str, Any] | None) -> dict[str, Any]:
+        """This shelf's ``memory_type`` AND-ed with the caller's filters."""
+        mine: dict[str, Any] = {"memory_type": self.memory_type}
+        extra = clean_filters(filters)
+        return {"$and": [mine, extra]} if extra else mine
+
+    def _where(self, conn: Connection, filters: Mapping[str, Any] | None) -> str:
+        extra = clean_filters(filters)
+        if not extra:
+            return "true"
+        compiled = conn.execute(
+            text(sql.COMPILE_FILTER), {"filter": json.dumps(validation.where_filter(extra, "filters"))}
+        )
+        # the compiled text holds quoted literals; escape ':' so text() binds no parameter in them
+        return str(compiled.scalar_one()).replace(":", "\\:")
+
+    def _live(self) -> str:
+        return "AND n.merged_into IS NULL" if self.tier == "ltm" else ""
+
+    @staticmethod
+    def _id(memory_id: object) -> uuid.UUID | None:
+        try:
+            return validation.note_id(memory_id, "memory_id")
+        except ValidationError:
+            return None

@@ -1,0 +1,166 @@
+"""SQL of the calute facade, kept together so a reader can paste it into psql.
+
+``{table}`` is ``cortex.notes`` or ``cortex.stm_notes`` (aliased ``n``), ``{where}`` a
+where_filter compiled by ``cortex.compile_filter(filter, 'n')`` (values quoted by the
+server), ``{scope}`` the scope test below. Values are always bound.
+"""
+
+from __future__ import annotations
+
+from cortex_pg.store.sql import NOTE_COLUMNS
+
+COLUMNS = ", ".join(f"n.{c.strip()}" for c in NOTE_COLUMNS.split(","))
+
+SCOPE = "n.user_id = :user_id AND n.session_id = :session_id AND n.memory_type = :memory_type"
+
+COMPILE_FILTER = "SELECT cortex.compile_filter(CAST(:filter AS jsonb), 'n')"
+
+# LTM score of the calute LongTermMemory (keyword path weights of calute's long_term_memory.py):
+#   0.5 * relevance + 0.3 * max(0, 1 - age_days / retention_days) + 0.2 * importance
+LTM_RECENCY = "greatest(0, 1 - extract(epoch FROM (now() - {a}.created_at)) / 86400.0 / :retention_days)"
+LTM_SCORE = "(0.5 * {rel} + 0.3 * " + LTM_RECENCY + " + 0.2 * {a}.importance)"
+
+ORDERS = {
+    "newest": "n.created_at DESC, {tiebreak} DESC",
+    "oldest": "n.created_at, {tiebreak}",
+    "ltm_score": LTM_SCORE.format(rel="1.0", a="n") + " DESC, n.created_at DESC, n.id",
+}
+
+LIST = """
+SELECT {cols}, '{tier}' AS memory_tier FROM {table} n
+WHERE {scope} AND ({where}) {live}
+ORDER BY {order}
+LIMIT :limit
+"""
+
+TOUCH = """
+UPDATE {table} SET access_count = access_count + 1, last_accessed_at = now()
+WHERE user_id = :user_id AND id = ANY(CAST(:ids AS uuid[]))
+"""
+
+DELETE = """
+WITH gone AS (DELETE FROM {table} n WHERE {scope} AND ({where}) AND (CAST(:id AS uuid) IS NULL OR n.id = :id)
+              RETURNING n.id)
+SELECT count(*) FROM gone
+"""
+
+COUNT = "SELECT count(*) FROM {table} n WHERE {scope} {live}"
+
+# hybrid search of the LTM shelf, re-scored with importance and recency (weights above)
+LTM_SEARCH = (
+    """
+WITH hits AS MATERIALIZED (
+    SELECT * FROM cortex.search_notes(
+        p_user_id => :user_id,
+        p_query_embedding => CAST(:embedding AS vector),
+        p_query_text => :query,
+        p_limit => :pool,
+        p_filter => CAST(:filter AS jsonb),
+        p_session_id => :session_id,
+        p_memory_source => 'ltm',
+        p_model => :model)
+), scored AS (
+    SELECT h.*, """
+    + LTM_SCORE.format(rel="h.relevance_score", a="h")
+    + """ AS ltm_score FROM hits h
+), top AS (
+    SELECT * FROM scored ORDER BY ltm_score DESC, id LIMIT :limit
+), touched AS (
+    UPDATE cortex.notes n SET access_count = n.access_count + 1, last_accessed_at = now()
+    FROM top t WHERE n.user_id = t.user_id AND n.id = t.id
+)
+SELECT * FROM top ORDER BY ltm_score DESC, id
+"""
+)
+
+LOCK_SCOPE = "SELECT pg_advisory_xact_lock(hashtextextended(:user_id || chr(31) || :session_id, 0))"
+
+# retention: the memory's own time is older than retention_days
+EXPIRE = """
+WITH gone AS (
+    DELETE FROM cortex.notes n
+    WHERE {scope} AND n.merged_into IS NULL AND n.created_at < now() - CAST(:retention_days AS float8) * interval '1 day'
+    RETURNING n.id
+)
+SELECT id FROM gone
+"""
+
+# capacity: keep the best :keep by calute's cleanup score
+#   0.3 * importance + 0.3 * access_count / 100 + 0.4 * (1 - age_days / retention_days)
+# so the oldest, least important, least accessed go first
+TRIM = """
+WITH ranked AS (
+    SELECT n.id, row_number() OVER (
+        ORDER BY 0.3 * n.importance + 0.3 * n.access_count / 100.0
+                 + 0.4 * (1 - extract(epoch FROM (now() - n.created_at)) / 86400.0 / :retention_days) DESC,
+                 n.created_at DESC, n.id DESC) AS rn
+    FROM cortex.notes n WHERE {scope} AND n.merged_into IS NULL
+), gone AS (
+    DELETE FROM cortex.notes n USING ranked r
+    WHERE n.user_id = :user_id AND n.id = r.id AND r.rn > :keep
+    RETURNING n.id
+)
+SELECT id FROM gone
+"""
+
+# pairs of similar LTM items: |words(a) & words(b)| / max(|words(a)|, |words(b)|) >= threshold,
+# a (the keeper) the longer text (ties: the smaller id); words = lowercased, whitespace-split
+SIMILAR_PAIRS = """
+WITH w AS (
+    SELECT n.id, char_length(n.content) AS len,
+           ARRAY(SELECT DISTINCT t FROM regexp_split_to_table(lower(btrim(n.content)), '\\s+') AS t) AS words
+    FROM cortex.notes n WHERE {scope} AND n.merged_into IS NULL
+)
+SELECT a.id AS keep_id, b.id AS drop_id
+FROM w a JOIN w b ON a.id <> b.id AND a.words && b.words
+     AND (a.len > b.len OR (a.len = b.len AND a.id < b.id))
+WHERE (SELECT count(*) FROM (SELECT unnest(a.words) INTERSECT SELECT unnest(b.words)) x)::float8
+      / greatest(cardinality(a.words), cardinality(b.words)) >= :threshold
+ORDER BY a.len DESC, a.id, b.id
+"""
+
+# the dropped item is marked merged (kept for history; search and counts skip it); the keeper
+# takes the larger importance and the sum of the access counts (calute's merge rule)
+MERGE = """
+WITH src AS (
+    UPDATE cortex.notes n
+    SET merged_into = :keep_id,
+        evolution_history = evolution_history || jsonb_build_array(jsonb_build_object(
+            'type', 'merged_into', 'target', CAST(:keep_id AS text), 'timestamp', now(),
+            'reasoning', 'calute consolidate: similar text'))
+    WHERE n.user_id = :user_id AND n.id = :drop_id AND n.merged_into IS NULL
+    RETURNING n.importance, n.access_count
+)
+UPDATE cortex.notes k
+SET importance = greatest(k.importance, src.importance), access_count = k.access_count + src.access_count
+FROM src WHERE k.user_id = :user_id AND k.id = :keep_id
+"""
+
+CONTEXT_PUSH = (
+    "SELECT type, data, pushed_at FROM cortex.context_push(:user_id, :scope, :type, CAST(:data AS jsonb))"
+)
+CONTEXT_POP = "SELECT type, data, pushed_at FROM cortex.context_pop(:user_id, :scope)"
+CONTEXT_PEEK = "SELECT type, data, pushed_at FROM cortex.context_peek(:user_id, :scope)"
+CONTEXT_FRAMES = (
+    "SELECT type, data, pushed_at FROM cortex.context_frames "
+    "WHERE user_id = :user_id AND scope = :scope ORDER BY depth"
+)
+CONTEXT_CLEAR = "DELETE FROM cortex.context_frames WHERE user_id = :user_id AND scope = :scope"
+
+PREFERENCES_GET = "SELECT preferences FROM cortex.user_preferences WHERE user_id = :user_id"
+PREFERENCES_MERGE = """
+INSERT INTO cortex.user_preferences AS p (user_id, preferences) VALUES (:user_id, CAST(:patch AS jsonb))
+ON CONFLICT (user_id) DO UPDATE SET preferences = p.preferences || EXCLUDED.preferences, updated_at = now()
+RETURNING preferences
+"""
+PREFERENCES_DELETE = "DELETE FROM cortex.user_preferences WHERE user_id = :user_id"
+
+# distinct entities mentioned by the entity notes of one (user, session)
+SCOPE_ENTITIES = """
+SELECT e.name FROM cortex.entities e
+WHERE e.user_id = :user_id AND e.frequency > 0 AND EXISTS (
+    SELECT 1 FROM cortex.entity_mentions m JOIN cortex.notes n ON n.user_id = m.user_id AND n.id = m.note_id
+    WHERE m.user_id = e.user_id AND m.entity_id = e.id AND n.session_id = :session_id
+      AND n.memory_type = 'entity')
+ORDER BY e.frequency DESC, e.name
+"""

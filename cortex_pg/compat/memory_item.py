@@ -1,0 +1,104 @@
+"""calute's ``MemoryItem``: the value every calute-style memory returns.
+
+Shared by the calute facade (:mod:`cortex_pg.compat.calute`) and
+:class:`~cortex_pg.entities.EntityMemory`. An item is a view of one row of
+``cortex.notes`` / ``cortex.stm_notes``; ``memory_id`` is the note id.
+"""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from cortex_pg.store.records import Note
+
+ITEM_FIELDS = ("agent_id", "task_id", "conversation_id")
+
+
+@dataclass
+class MemoryItem:
+    """calute's ``MemoryItem``: same fields, defaults and ``to_dict`` keys.
+
+    Differences: ``timestamp`` defaults to the current time in UTC (timezone-aware) and the
+    ``metadata`` dict is copied on construction, in ``to_dict`` and in ``from_dict``, so two
+    items (or an item and its caller) never share one dict. ``embedding`` (a
+    ``list[float]``) is never serialised.
+    """
+
+    content: str
+    memory_type: str = "general"
+    timestamp: datetime = field(default_factory=lambda: datetime.now(UTC))
+    metadata: dict[str, Any] = field(default_factory=dict)
+    agent_id: str | None = None
+    task_id: str | None = None
+    conversation_id: str | None = None
+    user_id: str | None = None
+    relevance_score: float = 1.0
+    access_count: int = 0
+    last_accessed: datetime | None = None
+    embedding: list[float] | None = None
+    memory_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+
+    def __post_init__(self) -> None:
+        self.metadata = copy.deepcopy(dict(self.metadata or {}))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The 12 keys of calute's ``MemoryItem.to_dict``: timestamps as ISO 8601 strings,
+        ``metadata`` a copy, no ``embedding``."""
+        return {
+            "memory_id": self.memory_id,
+            "content": self.content,
+            "memory_type": self.memory_type,
+            "timestamp": self.timestamp.isoformat(),
+            "metadata": copy.deepcopy(self.metadata),
+            "agent_id": self.agent_id,
+            "task_id": self.task_id,
+            "conversation_id": self.conversation_id,
+            "user_id": self.user_id,
+            "relevance_score": self.relevance_score,
+            "access_count": self.access_count,
+            "last_accessed": self.last_accessed.isoformat() if self.last_accessed else None,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MemoryItem:
+        """Rebuild an item from :meth:`to_dict` output (ISO strings parsed; naive times are UTC).
+
+        Raises:
+            TypeError: a key that is not a field (as calute).
+        """
+        values = dict(data)
+        for key in ("timestamp", "last_accessed"):
+            if isinstance(values.get(key), str):
+                parsed = datetime.fromisoformat(values[key])
+                values[key] = parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+        return cls(**values)
+
+
+def item_from_note(note: Note, score: float = 1.0, *, access_bump: int = 0) -> MemoryItem:
+    """The item view of a stored note; ``agent_id``/``task_id``/``conversation_id`` and
+    ``user_id`` come from the note's metadata (``user_id`` falls back to the tenant).
+
+    Args:
+        score: the ``relevance_score`` to report.
+        access_bump: added to the stored access count (a read that touched the row after it
+            was fetched).
+    """
+    meta = note.metadata
+    return MemoryItem(
+        content=note.content,
+        memory_type=note.memory_type,
+        timestamp=note.created_at,
+        metadata=meta,
+        agent_id=meta.get("agent_id"),
+        task_id=meta.get("task_id"),
+        conversation_id=meta.get("conversation_id"),
+        user_id=meta.get("user_id") or note.user_id,
+        relevance_score=score,
+        access_count=note.access_count + access_bump,
+        last_accessed=note.last_accessed_at,
+        memory_id=note.id,
+    )

@@ -1,0 +1,286 @@
+"""calute CortexMemory: every method, scopes, processes, threads, and the documented example."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+from cortex_pg import CortexMemory
+from cortex_pg.db import embedded
+from cortex_pg.embeddings import HashingEmbedder
+
+ROOT = str(Path(__file__).resolve().parents[1])
+
+
+@pytest.fixture
+def cm(db_url):
+    m = CortexMemory(database_url=db_url, embedder=HashingEmbedder())
+    yield m
+    m.close()
+
+
+def _run(script: str, *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script), *args],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": ROOT},
+        timeout=180,
+    )
+    return done.stdout
+
+
+def test_empty_memory_builds_empty_context_and_fresh_summary(cm):
+    assert cm.build_context_for_task("Analyze sales data", agent_role="Data Analyst") == ""
+    assert cm.get_summary() == "No recent memories.\n\nNo long-term memories available."
+    assert cm.build_context_for_task("x", additional_context="Quarter ends in May") == (
+        "Background:\nQuarter ends in May"
+    )
+
+
+def test_all_disabled(db_url):
+    with CortexMemory(False, False, False, False, database_url=db_url, embedder=HashingEmbedder()) as m:
+        assert m.short_term is None and m.long_term is None and m.entity_memory is None
+        assert m.get_summary() == "" and m.get_agent_history("A") == [] and m.get_user_context("u") == ""
+        m.save_task_result("t", "result kept in contextual memory", "A", importance=0.9)
+        assert "result kept in contextual memory" in m.build_context_for_task("result contextual")
+
+
+def test_save_task_result_writes_every_store(cm):
+    meta = {"ticket": 7}
+    cm.save_task_result("Write unit tests", "Added 12 tests for the parser", "Test Engineer", 0.5, meta)
+    assert meta == {"ticket": 7}  # copied, never mutated
+    st = cm.short_term.get_recent()
+    assert [i.content for i in st] == [
+        "Task completed: Write unit tests - Result: Added 12 tests for the parser"
+    ]
+    assert st[0].agent_id == "Test Engineer" and st[0].metadata["task"] == "Write unit tests"
+    assert st[0].metadata["ticket"] == 7 and st[0].metadata["agent_role"] == "Test Engineer"
+    assert len(cm.long_term) == 0  # importance < 0.7
+    assert len(cm.contextual.short_term) == 1 and len(cm.contextual.long_term) == 0
+    assert len(cm.entity_memory) == 1
+    cm.save_task_result("review the code of Alice.", "approved with comments", "Reviewer", importance=0.7)
+    assert [i.content for i in cm.long_term.retrieve(filters={})] == ["approved with comments"]
+    assert len(cm.contextual.long_term) == 1
+    assert cm.entity_memory.get_entity_info("Alice")["frequency"] == 1
+
+
+def test_truncation_lengths(cm):
+    task, result = "T" * 150, "r" * 300
+    cm.save_task_result(task, result, "A", importance=0.9)
+    st = cm.short_term.get_recent()[0].content
+    assert st == f"Task completed: {'T' * 100} - Result: {'r' * 200}"
+    text = cm.build_context_for_task("r" * 10)
+    lines = text.split("\n")
+    assert lines[0] == "Recent context:" and lines[1] == "  • " + st[:200]
+    assert "\nRelevant knowledge:\n  • " + "r" * 200 + "\n" in text
+    assert text.endswith("Related memories:\n  • " + "r" * 150)
+
+
+def test_relevant_knowledge_is_filtered_by_agent_and_entities_listed(cm):
+    cm.save_task_result(
+        "plan the trip to Berlin.", "booked hotel in Berlin for Alice", "Planner", importance=0.9
+    )
+    cm.save_task_result("plan the trip to Paris.", "booked hotel in Paris", "Other Agent", importance=0.9)
+    text = cm.build_context_for_task("plan a trip to Berlin", agent_role="Planner")
+    knowledge = text.split("Relevant knowledge:\n")[1].split("\n\n")[0]
+    assert knowledge == "  • booked hotel in Berlin for Alice"
+    assert "\nKnown entities:\n  • Berlin: 1 mentions" in text
+
+
+def test_interactions_decisions_and_history(cm):
+    cm.save_agent_interaction("Writer", "draft", "wrote the intro")
+    cm.save_agent_interaction("Writer", "edit", "tightened section 2", importance=0.6)
+    cm.save_agent_interaction("Critic", "review", "too long")
+    assert [i.content for i in cm.long_term.retrieve(filters={})] == ["[Writer] edit: tightened section 2"]
+    assert cm.short_term.retrieve(filters={"agent_id": "Writer"})[0].metadata["action"] == "edit"
+    assert cm.get_agent_history("Writer") == [
+        "[Writer] edit: tightened section 2",
+        "[Writer] draft: wrote the intro",
+        "[Writer] edit: tightened section 2",
+    ]
+    assert cm.get_agent_history("Writer", limit=1) == ["[Writer] edit: tightened section 2"]
+    cm.save_cortex_decision(
+        "Completed 2 tasks using sequential process", "Agents involved: Writer, Critic", "ok"
+    )
+    decision = cm.long_term.retrieve(filters={"agent_id": "cortex_manager"})[0]
+    assert decision.content == (
+        "Decision: Completed 2 tasks using sequential process\nContext: Agents involved: Writer, Critic\nOutcome: ok"
+    )
+    assert decision.metadata["type"] == "cortex_decision" and decision.metadata["has_outcome"] is True
+    assert len(cm.contextual.long_term) == 1
+    summary = cm.get_summary()
+    assert "Recent activity:\n  [Writer]: [Writer] draft: wrote the intro" in summary
+    assert "\nCortex_Manager:\n  - Decision: Completed 2 tasks" in summary
+
+
+def test_reset_short_term_and_reset_all_keep_other_scopes(db_url):
+    emb = HashingEmbedder()
+    a = CortexMemory(database_url=db_url, embedder=emb, scope="team-a")
+    b = CortexMemory(database_url=db_url, embedder=emb, scope="team-b")
+    try:
+        for m in (a, b):
+            m.save_task_result("Study Rome", f"Rome notes of {m.scope}", "R", importance=0.9)
+            m.contextual.push_context("task", {"n": m.scope})
+        a.reset_short_term()
+        assert len(a.short_term) == 0 and len(a.contextual.short_term) == 0 and len(a.long_term) == 1
+        a.reset_all()
+        assert (
+            len(a.long_term) == 0 and len(a.entity_memory) >= 0 and a.contextual.get_current_context() is None
+        )
+        assert a.build_context_for_task("Rome notes") == ""
+        assert len(b.short_term) == 1 and len(b.long_term) == 1 and len(b.contextual.long_term) == 1
+        assert b.contextual.get_current_context()["data"] == {"n": "team-b"}
+        assert "Rome notes of team-b" in b.build_context_for_task("Rome notes")
+        assert b.get_summary().endswith("Tracking 1 entities")
+    finally:
+        a.close()
+        b.close()
+
+
+def test_user_context_when_enabled(db_url):
+    with CortexMemory(enable_user=True, database_url=db_url, embedder=HashingEmbedder()) as m:
+        m.user_memory.update_user_preferences("u1", {"verbosity": "terse"})
+        assert m.get_user_context("u1").startswith("User preferences: {") and "'verbosity': 'terse'" in (
+            m.get_user_context("u1")
+        )
+
+
+def test_result_saved_in_another_process_is_in_the_context(cm, db_url):
+    _run(
+        """
+        import sys
+        from cortex_pg import CortexMemory
+        from cortex_pg.embeddings import HashingEmbedder
+        with CortexMemory(database_url=sys.argv[1], embedder=HashingEmbedder()) as m:
+            m.save_task_result("Analyze churn", "Churn fell to 3% after onboarding changes", "Analyst", importance=0.8)
+        """,
+        db_url,
+    )
+    text = cm.build_context_for_task("Analyze churn", agent_role="Analyst")
+    assert "Churn fell to 3% after onboarding changes" in text
+    assert "Relevant knowledge:\n  • Churn fell to 3% after onboarding changes" in text
+    # and the other way round: a process builds the context from what this one saved
+    cm.save_task_result("Draft memo", "Memo sent to the board", "Writer", importance=0.9)
+    out = _run(
+        """
+        import sys
+        from cortex_pg import CortexMemory
+        from cortex_pg.embeddings import HashingEmbedder
+        with CortexMemory(database_url=sys.argv[1], embedder=HashingEmbedder()) as m:
+            print(m.build_context_for_task("Draft memo", agent_role="Writer"))
+        """,
+        db_url,
+    )
+    assert "Memo sent to the board" in out
+
+
+def test_threads_and_processes_saving_interactions_lose_nothing(db_url):
+    per_writer = 15
+    script = """
+        import sys
+        from cortex_pg import CortexMemory
+        from cortex_pg.embeddings import HashingEmbedder
+        with CortexMemory(database_url=sys.argv[1], embedder=HashingEmbedder(), short_term_capacity=1000) as m:
+            for i in range(int(sys.argv[3])):
+                m.save_agent_interaction(sys.argv[2], "say", f"message {i} from {sys.argv[2]}", importance=0.7)
+        """
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent(script), db_url, f"proc{p}", str(per_writer)],
+            env={**os.environ, "PYTHONPATH": ROOT},
+        )
+        for p in range(2)
+    ]
+    m = CortexMemory(database_url=db_url, embedder=HashingEmbedder(), short_term_capacity=1000)
+    errors: list[BaseException] = []
+
+    def writer(name: str) -> None:
+        try:
+            for i in range(per_writer):
+                m.save_agent_interaction(name, "say", f"message {i} from {name}", importance=0.7)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(f"thread{t}",)) for t in range(4)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert [p.wait(timeout=180) for p in procs] == [0, 0]
+        assert errors == []
+        total = 6 * per_writer
+        assert len(m.short_term) == total and len(m.long_term) == total
+        for name in [f"thread{t}" for t in range(4)] + ["proc0", "proc1"]:
+            history = m.get_agent_history(name, limit=100)
+            assert sorted(set(history)) == sorted(
+                f"[{name}] say: message {i} from {name}" for i in range(per_writer)
+            )
+    finally:
+        m.close()
+
+
+def test_documented_typical_usage_example(tmp_path):
+    """calute's memory_integration module docstring example, with a real data directory."""
+    path = tmp_path / "memory.db"
+    try:
+        memory = CortexMemory(
+            enable_short_term=True,
+            enable_long_term=True,
+            persistence_path=str(path),
+            short_term_capacity=50,
+            long_term_capacity=5000,
+            embedder=HashingEmbedder(),
+        )
+        context = memory.build_context_for_task(
+            task_description="Analyze sales data", agent_role="Data Analyst"
+        )
+        assert context == ""
+        memory.save_task_result(
+            task_description="Analyze sales data",
+            result="Sales increased 15% this quarter",
+            agent_role="Data Analyst",
+            importance=0.8,
+        )
+        memory.close()
+        # a new instance (as after a restart) builds the context from the saved result
+        memory = CortexMemory(persistence_path=str(path), embedder=HashingEmbedder())
+        context = memory.build_context_for_task(
+            task_description="Analyze sales data", agent_role="Data Analyst"
+        )
+        assert context == (
+            "Recent context:\n"
+            "  • Task completed: Analyze sales data - Result: Sales increased 15% this quarter\n\n"
+            "Relevant knowledge:\n"
+            "  • Sales increased 15% this quarter\n\n"
+            "Related memories:\n"
+            "  • Sales increased 15% this quarter"
+        )
+        summary = memory.get_summary()
+        assert (
+            "  [Data Analyst]: Task completed: Analyze sales data - Result: Sales increased 15% this quarter"
+            in (summary)
+        )
+        assert "\nData Analyst:\n  - Sales increased 15% this quarter (importance: 0.8" in summary
+        assert summary.endswith("Tracking 1 entities")
+        memory.close()
+    finally:
+        embedded.stop(path)
+
+
+def test_no_path_no_url_is_an_ephemeral_database_removed_on_close():
+    m = CortexMemory(embedder=HashingEmbedder())
+    directory = m._ephemeral_dir
+    assert directory is not None and directory.exists()
+    m.save_task_result("t", "kept until close", "A", importance=0.9)
+    assert "kept until close" in m.build_context_for_task("kept until close")
+    m.close()
+    assert not directory.exists()

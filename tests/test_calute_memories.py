@@ -1,0 +1,335 @@
+"""calute API: MemoryItem, ShortTermMemory, LongTermMemory, ContextualMemory, UserMemory."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+import cortex_pg
+from cortex_pg import ValidationError
+from cortex_pg.compat.calute import (
+    ContextualMemory,
+    LongTermMemory,
+    MemoryEntry,
+    MemoryItem,
+    ShortTermMemory,
+    UserMemory,
+)
+from cortex_pg.entities import EntityMemory
+from cortex_pg.entities import MemoryItem as EntityItem
+
+ITEM_KEYS = {
+    "memory_id",
+    "content",
+    "memory_type",
+    "timestamp",
+    "metadata",
+    "agent_id",
+    "task_id",
+    "conversation_id",
+    "user_id",
+    "relevance_score",
+    "access_count",
+    "last_accessed",
+}
+
+
+# ---------------------------------------------------------------------- MemoryItem
+def test_memory_item_fields_and_round_trip():
+    meta = {"k": [1, 2]}
+    a = MemoryItem("hello", metadata=meta, agent_id="A", embedding=[0.1, 0.2])
+    b = MemoryItem("other", metadata=meta)
+    meta["k"].append(3)
+    assert a.metadata == {"k": [1, 2]} and a.metadata is not b.metadata  # copied, never shared
+    d = a.to_dict()
+    assert set(d) == ITEM_KEYS and "embedding" not in d
+    assert d["timestamp"] == a.timestamp.isoformat() and a.timestamp.tzinfo is not None
+    d["metadata"]["k"].append(9)
+    assert a.metadata == {"k": [1, 2]}
+    back = MemoryItem.from_dict(a.to_dict())
+    assert back.to_dict() == a.to_dict() and back.embedding is None
+    with pytest.raises(TypeError):
+        MemoryItem.from_dict({**a.to_dict(), "bogus": 1})
+    assert MemoryItem("x").memory_type == "general" and MemoryItem("x").relevance_score == 1.0
+    assert MemoryEntry is MemoryItem is EntityItem  # one class, shared with EntityMemory
+
+
+def test_public_names():
+    for name in ("CortexMemory", "ContextualMemory", "ShortTermMemory", "LongTermMemory", "UserMemory"):
+        assert name in cortex_pg.__all__
+    assert cortex_pg.EntityMemory is EntityMemory and cortex_pg.MemoryItem is MemoryItem
+
+
+# ---------------------------------------------------------------------- ShortTermMemory
+@pytest.fixture
+def stm(store):
+    return ShortTermMemory(capacity=3, store=store, user_id="u", session_id="s")
+
+
+def test_short_term_save_retrieve_update_delete_clear(stm):
+    assert len(stm) == 0 and bool(stm)  # an empty memory still takes writes
+    meta = {"topic": "x"}
+    item = stm.save("first note about parsing", meta, agent_id="A", conversation_id="c1", extra=1)
+    assert meta == {"topic": "x"}  # caller dict unchanged
+    assert item.memory_type == "short_term" and item.agent_id == "A" and item.conversation_id == "c1"
+    assert item.metadata["extra"] == 1
+    got = stm.retrieve(item.memory_id)
+    assert got.content == item.content and got.access_count == 1
+    assert stm.retrieve("not-a-uuid") is None
+    assert stm.update(item.memory_id, {"content": "first note about lexing", "metadata": {"b": 2}})
+    got = stm.retrieve(item.memory_id)
+    assert (
+        got.content == "first note about lexing" and got.metadata["topic"] == "x" and got.metadata["b"] == 2
+    )
+    stm.save("second", agent_id="B")
+    assert [i.content for i in stm.retrieve(filters={"agent_id": "B"})] == ["second"]
+    assert stm.delete(filters={"agent_id": "B"}) == 1
+    assert stm.delete(item.memory_id) == 1 and stm.delete(item.memory_id) == 0
+    stm.save("third")
+    stm.clear()
+    assert len(stm) == 0
+
+
+def test_short_term_capacity_is_lru_and_recent_is_chronological(stm):
+    a = stm.save("alpha item")
+    stm.save("beta item")
+    stm.save("gamma item")
+    stm.retrieve(a.memory_id)  # alpha is now the most recently used
+    stm.save("delta item")
+    assert len(stm) == 3
+    assert {i.content for i in stm.get_recent(10)} == {"alpha item", "gamma item", "delta item"}
+    assert [i.content for i in stm.get_recent(2)] == ["gamma item", "delta item"]
+
+
+def test_short_term_search_min_relevance_excludes_and_blank_query_lists(store):
+    stm = ShortTermMemory(capacity=20, store=store, user_id="u", session_id="q")
+    stm.save("the database index was rebuilt", agent_id="A")
+    stm.save("lunch was pasta", agent_id="B")
+    hits = stm.search("database index", limit=5)
+    assert hits[0].content == "the database index was rebuilt"
+    assert all(0 < h.relevance_score <= 1 for h in hits)
+    strict = stm.search("database index", limit=5, min_relevance=0.6)
+    assert [h.content for h in strict] == ["the database index was rebuilt"]  # no-word match <= 0.5
+    assert [h.content for h in stm.search("", filters={"agent_id": "B"})] == ["lunch was pasta"]
+    assert [h.content for h in stm.search("", limit=5)] == [
+        "lunch was pasta",
+        "the database index was rebuilt",
+    ]
+    with pytest.raises(ValidationError):
+        stm.search("x", min_relevance=2)
+
+
+def test_short_term_summarize(store):
+    stm = ShortTermMemory(store=store, user_id="u", session_id="sum")
+    assert stm.summarize() == "No recent memories."
+    stm.save("plain one", agent_id="A")
+    for i in range(4):
+        stm.save(f"conv line {i} " + "x" * 120, conversation_id="c9")
+    text = stm.summarize().split("\n")
+    assert text[0] == "Recent activity:" and text[1] == "  [A]: plain one"
+    assert text[2] == "" and text[3] == "Conversation c9:"
+    assert [t[:17] for t in text[4:]] == ["  [System]: conv ", "  [System]: conv ", "  [System]: conv "]
+    assert text[4].startswith("  [System]: conv line 1") and len(text[4]) == len("  [System]: ") + 100
+
+
+# ---------------------------------------------------------------------- LongTermMemory
+@pytest.fixture
+def ltm(store):
+    return LongTermMemory(store=store, user_id="u", session_id="l", max_items=100)
+
+
+def test_long_term_save_search_weights_and_retrieve(ltm):
+    meta = {"src": "t"}
+    lo = ltm.save("quarterly revenue report numbers", meta, agent_id="A", importance=0.1)
+    hi = ltm.save("quarterly revenue report figures", agent_id="B", importance=0.9)
+    assert meta == {"src": "t"} and lo.metadata["importance"] == 0.1
+    hits = ltm.search("quarterly revenue report", limit=5)
+    assert {h.memory_id for h in hits} == {lo.memory_id, hi.memory_id}
+    assert hits[0].memory_id == hi.memory_id  # importance breaks the near-tie (weight 0.2)
+    assert all(0 <= h.relevance_score <= 1 for h in hits)
+    assert [h.memory_id for h in ltm.search("quarterly revenue", filters={"agent_id": "A"})] == [lo.memory_id]
+    assert [i.memory_id for i in ltm.retrieve(filters={})] == [lo.memory_id, hi.memory_id]  # oldest first
+    assert ltm.retrieve(hi.memory_id).access_count >= 2
+    assert (
+        ltm.update(lo.memory_id, {"importance": 0.5})
+        and ltm.retrieve(lo.memory_id).metadata["importance"] == 0.5
+    )
+    assert ltm.delete(lo.memory_id) == 1 and len(ltm) == 1
+
+
+def test_long_term_cleanup_is_sql_and_reported(store, caplog):
+    ltm = LongTermMemory(store=store, user_id="u", session_id="c", max_items=3, retention_days=30)
+    old = ltm.save("an old memory", importance=0.9, time=datetime.now(UTC) - timedelta(days=40))
+    keep = ltm.save("important fresh memory", importance=0.9)
+    weak = ltm.save("weak fresh memory", importance=0.0)
+    with caplog.at_level(logging.WARNING, logger="cortex_pg.compat.calute.long_term"):
+        ltm.save("newest memory", importance=0.5)
+    assert old.memory_id in ltm.last_cleanup.expired
+    assert len(ltm) == 3 and "past retention" in caplog.text
+    ltm.save("another memory", importance=0.5)  # full again: the lowest score goes
+    assert ltm.last_cleanup.over_capacity == [weak.memory_id]
+    assert ltm.retrieve(keep.memory_id) is not None and len(ltm) == 3
+
+
+def test_long_term_consolidate_merges_and_formats(ltm):
+    assert ltm.consolidate() == "No long-term memories available."
+    ltm.save("the cache layer uses redis for sessions", agent_id="data analyst", importance=0.4)
+    ltm.save("the cache layer uses redis for sessions today", agent_id="data analyst", importance=0.8)
+    ltm.save("deploys happen on fridays", conversation_id="ops", importance=0.3)
+    text = ltm.consolidate()
+    lines = text.split("\n")
+    assert lines[0] == "Long-term memory summary:"
+    assert (
+        "\nData Analyst:\n  - the cache layer uses redis for sessions today (importance: 0.8, accessed: 0x)"
+        in text
+    )
+    assert "\nOps:\n  - deploys happen on fridays (importance: 0.3, accessed: 0x)" in text
+    assert len(ltm) == 2  # the shorter similar item was merged into the longer one
+    assert ltm.consolidate(merge_similar=False) == text
+
+
+# ---------------------------------------------------------------------- ContextualMemory
+@pytest.fixture
+def ctx(store):
+    return ContextualMemory(store=store, user_id="u", session_id="ctx")
+
+
+def test_contextual_routes_by_importance(ctx):
+    low = ctx.save("a passing remark", importance=0.2)
+    high = ctx.save("a key decision", importance=0.7)
+    forced = ctx.save("pinned fact", to_long_term=True)
+    assert low.memory_type == "short_term" and low.metadata["importance"] == 0.2
+    assert high.memory_type == "long_term" and forced.memory_type == "long_term"
+    assert len(ctx.short_term) == 1 and len(ctx.long_term) == 2
+    assert ctx.update(high.memory_id, {"content": "a key decision, revised"})
+    assert ctx.delete(low.memory_id) == 1
+
+
+def test_promotion_happens_once(ctx):
+    item = ctx.save("draft numbers", importance=0.4)
+    for _ in range(2):
+        ctx.retrieve(item.memory_id)
+    assert len(ctx.long_term) == 0
+    third = ctx.retrieve(item.memory_id)
+    assert third.access_count == 3 and third.metadata["promoted"] is True
+    assert len(ctx.long_term) == 1
+    for _ in range(5):
+        ctx.retrieve(item.memory_id)
+    assert len(ctx.long_term) == 1  # calute copied again on every later read
+    copy = ctx.long_term.retrieve(item.memory_id)
+    assert copy.content == "draft numbers" and copy.metadata["importance"] == 0.4
+
+
+def test_context_stack_push_pop_peek_and_survives_reopening(ctx, db_url):
+    from cortex_pg.embeddings import HashingEmbedder
+    from cortex_pg.store import MemoryStore
+
+    assert ctx.get_current_context() is None and ctx.pop_context() is None
+    ctx.push_context("project", {"name": "apollo"})
+    ctx.push_context("task", {"name": "write report"})
+    assert ctx.get_current_context()["type"] == "task"
+    other = MemoryStore.open(db_url, embedder=HashingEmbedder())
+    try:
+        again = ContextualMemory(store=other, user_id="u", session_id="ctx")
+        assert [f["type"] for f in again.context_stack] == ["project", "task"]
+        top = again.pop_context()
+        assert top["type"] == "task" and top["data"] == {"name": "write report"}
+        assert top["timestamp"].tzinfo is not None
+    finally:
+        other.close()
+    assert ctx.get_current_context()["type"] == "project"
+    assert (
+        ContextualMemory(store=ctx.store, user_id="u", session_id="elsewhere").get_current_context() is None
+    )
+
+
+def test_concurrent_pops_return_distinct_frames(ctx):
+    for i in range(20):
+        ctx.push_context("step", {"i": i})
+    popped: list[int] = []
+    lock = threading.Lock()
+
+    def worker() -> None:
+        while (frame := ctx.pop_context()) is not None:
+            with lock:
+                popped.append(frame["data"]["i"])
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(popped) == list(range(20))
+
+
+def test_contextual_search_sources_and_context_boost(ctx):
+    ctx.save("notes on the alpha launch plan", importance=0.3)
+    ctx.push_context("project", {"name": "beta launch"})
+    boosted = ctx.save("notes on the beta launch plan", importance=0.9)
+    results = ctx.search("launch plan notes", limit=5)
+    assert {r.metadata["source"] for r in results} == {"short_term", "long_term"}
+    assert results[0].memory_id == boosted.memory_id
+    assert boosted.metadata["context"]["type"] == "project"
+    only_short = ctx.search("launch plan notes", search_long_term=False)
+    assert {r.metadata["source"] for r in only_short} == {"short_term"}
+
+
+def test_context_summary_sections(ctx):
+    assert ctx.get_context_summary() == "No context available."
+    ctx.push_context("task", {"goal": "ship"})
+    ctx.save("recent thing", importance=0.1)
+    ctx.save("vital thing", importance=0.85)
+    ctx.save("medium thing", importance=0.75)
+    text = ctx.get_context_summary()
+    assert text == (
+        "Current context:\n  - task: {'goal': 'ship'}\n\nRecent activity:\n  - recent thing\n\n"
+        "Important memories:\n  - vital thing"
+    )
+    ctx.clear()
+    assert ctx.get_context_summary() == "No context available."
+
+
+# ---------------------------------------------------------------------- UserMemory
+def test_user_memory_preferences_persist_and_merge(store):
+    um = UserMemory(store=store)
+    assert um.get_user_preferences("alice")["response_style"] == "balanced"
+    um.update_user_preferences("alice", {"verbosity": "high"})
+    um.get_or_create_user_memory("alice")  # calute reset the preferences here
+    um.update_user_preferences("alice", {"language": "de"})
+    fresh = UserMemory(store=store)
+    prefs = fresh.get_user_preferences("alice")
+    assert prefs["verbosity"] == "high" and prefs["language"] == "de" and prefs["max_context_items"] == 10
+    assert fresh.get_user_preferences("bob")["verbosity"] == "normal"
+    with pytest.raises(ValidationError):
+        um.update_user_preferences("alice", "nope")  # type: ignore[arg-type]
+
+
+def test_user_memory_context_statistics_and_clear(store):
+    um = UserMemory(store=store)
+    meta = {"channel": "chat"}
+    item = um.save_memory("alice", "Alice works at Acme Corp", meta)
+    assert meta == {"channel": "chat"} and item.metadata["user_id"] == "alice"
+    um.save_memory("alice", "Alice shipped the release", importance=0.9)
+    text = um.get_user_context("alice")
+    assert text.startswith("User preferences: {'response_style': 'balanced'")
+    assert "Recent activity:\n  - Alice works at Acme Corp" in text
+    assert "Important memories:\n  - Alice shipped the release" in text
+    assert "Known entities: Alice" in text and "Acme Corp" in text
+    stats = um.get_user_statistics("alice")
+    assert (
+        stats["total_memories"] == 2
+        and stats["short_term_memories"] == 1
+        and stats["long_term_memories"] == 1
+    )
+    assert (
+        stats["entities_known"] >= 2
+        and stats["relationships"] >= 1
+        and stats["preferences"]["language"] == "en"
+    )
+    assert um.search_user_memory("alice", "release")[0].user_id == "alice"
+    assert um.get_user_statistics("bob")["total_memories"] == 0
+    um.clear_user_memory("alice")
+    assert um.get_user_statistics("alice")["total_memories"] == 0
