@@ -26,8 +26,11 @@
 --            entities). p_expand_entities also takes notes that mention entities one
 --            relationship away (valid now), at half coverage.
 -- Fusion: coverage-weighted reciprocal rank fusion (Cormack et al. 2009), k = 60:
---            relevance = (1/(60+rank_vec) + cov_text/(60+rank_text) + w_e*cov_ent/(60+rank_ent))
---                        / ((vector_on + text_on + w_e*entities_on) / 61), in [0, 1],
+--            relevance = (1/(60+rank_vec) + cov_text/(60+rank_text) + w*cov_ent/(60+rank_ent))
+--                        / ((vector_on + text_on + w) / 61), in [0, 1], where the entity
+--            list's weight w = p_entity_weight * specificity, specificity = mean idf_e of the
+--            query entities / ln(1 + N / 0.5) in (0, 1] (an entity in half the notes, such as
+--            a speaker's name, weighs little; a rare one nearly fully),
 --            cov_text = sum(idf of query terms the note contains) / sum(idf of all query
 --            terms) (unmatched terms use df = 0), so a note matching only a common word (a
 --            speaker's name, say) gets little from the text ranker.
@@ -322,14 +325,20 @@ BEGIN
             ORDER BY h.cov DESC, h.dist NULLS LAST, h.id
             LIMIT $11
         ),
+        ent_weight AS (
+            -- w_e scaled by the query entities' specificity: mean idf_e / ln(1 + N / 0.5), in (0, 1]
+            SELECT coalesce($16 * (SELECT avg(q.idf) FROM q_ent_idf q) / ln(1 + en.n / 0.5), 0)::float8 AS w
+            FROM ent_n en
+        ),
         fused AS (
             SELECT coalesce(v.id, t.id, en.id) AS id, v.r AS vr, t.r AS tr, t.s AS ts, en.cov AS ecov, en.r AS er,
                    (coalesce(1.0 / (60 + v.r), 0) + coalesce(t.cov / (60 + t.r), 0)
-                    + $16 * coalesce(en.cov / (60 + en.r), 0))::float8
-                       * 61.0 / greatest($13 + $16, 1) AS relevance
+                    + ew.w * coalesce(en.cov / (60 + en.r), 0))::float8
+                       * 61.0 / greatest($13 + ew.w, 1) AS relevance
             FROM vec_ranked v
             FULL JOIN txt_ranked t ON t.id = v.id
             FULL JOIN ent_ranked en ON en.id = coalesce(v.id, t.id)
+            CROSS JOIN ent_weight ew
         ),
         resolved AS (
             SELECT f.id, f.vr, f.tr, f.ts, f.ecov, f.er, f.relevance,
