@@ -9,7 +9,8 @@
 -- (p_query_entities, p_entity_weight, p_expand_entities), weights the full-text ranker by
 -- query coverage, and caps the query at 64 distinct terms.
 --
--- Candidates (each ranker returns up to pool = max(5 * p_limit, 50) rows):
+-- Candidates (each ranker returns up to pool = max(5 * p_limit, 250) rows; a pool that does
+-- not shrink with p_limit keeps the top of the fused ranking the same for any limit <= 50):
 --   vector : cosine distance, LTM from the model's partial HNSW index on cortex.embeddings
 --            (pgvector iterative index scan, so tenant/date filters still fill the pool),
 --            STM by exact scan of the (small) UNLOGGED cortex.stm_notes;
@@ -126,7 +127,7 @@ BEGIN
         RAISE EXCEPTION 'give a query embedding, a query text, or both' USING ERRCODE = '22023';
     END IF;
 
-    v_pool := greatest(p_limit * 5, 50);
+    v_pool := greatest(p_limit * 5, 250);
 
     SELECT coalesce(array_agg(x.lexeme), '{}') INTO v_terms
     FROM (SELECT t.lexeme
