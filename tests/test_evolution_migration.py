@@ -2,44 +2,25 @@
 
 from __future__ import annotations
 
-from alembic.autogenerate import compare_metadata
-from alembic.runtime.migration import MigrationContext
 from sqlalchemy import text
 
-from cortex_pg.config import SCHEMA
 from cortex_pg.db import migrate
 from cortex_pg.db.engine import create_engine_for
-from cortex_pg.db.migrate import include_object
-from cortex_pg.db.models import Base
-
-
-def _drift(engine) -> list:
-
-    with engine.connect() as conn:
-        ctx = MigrationContext.configure(
-            conn,
-            opts={
-                "include_schemas": True,
-                "include_object": include_object,
-                "compare_type": True,
-                "version_table_schema": SCHEMA,
-            },
-        )
-        return compare_metadata(ctx, Base.metadata)
+from tests.test_schema import _diff as schema_drift
 
 
 def test_upgrade_downgrade_upgrade_and_no_drift(empty_db_url):
     engine = create_engine_for(empty_db_url)
     try:
         migrate.upgrade(engine)
-        assert _drift(engine) == []
+        assert schema_drift(engine) == []
         migrate.downgrade(engine, "0003")
         with engine.connect() as conn:
             assert conn.execute(text("SELECT to_regclass('cortex.evolution_jobs')")).scalar() is None
             assert conn.execute(text("SELECT to_regproc('cortex.linked_notes')")).scalar() is None
         migrate.downgrade(engine, "base")
         migrate.upgrade(engine)
-        assert _drift(engine) == []
+        assert schema_drift(engine) == []
         with engine.connect() as conn:
             assert conn.execute(text("SELECT to_regclass('cortex.evolution_jobs')")).scalar() is not None
     finally:

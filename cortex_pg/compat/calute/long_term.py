@@ -26,7 +26,7 @@ from typing import Any
 from sqlalchemy import text
 
 from cortex_pg.compat.calute import sql
-from cortex_pg.compat.calute.shelf import Shelf
+from cortex_pg.compat.calute.shelf import Shelf, ShelfBacked
 from cortex_pg.compat.calute.short_term import item_metadata
 from cortex_pg.compat.memory_item import MemoryItem, item_from_note
 from cortex_pg.errors import ValidationError, translate_db_errors
@@ -50,7 +50,7 @@ class CleanupReport:
         return len(self.expired) + len(self.over_capacity)
 
 
-class LongTermMemory:
+class LongTermMemory(ShelfBacked):
     """Durable memories with importance, searched by relevance, recency and importance.
 
     Args:
@@ -260,21 +260,6 @@ class LongTermMemory:
                 imp = float(m.metadata.get("importance", 0.5))
                 lines.append(f"  - {m.content[:150]} (importance: {imp:.1f}, accessed: {m.access_count}x)")
         return "\n".join(lines)
-
-    def get_statistics(self) -> dict[str, Any]:
-        """``total_items``, ``max_items``, ``memory_types`` (calute's keys, counted in SQL)."""
-        total = len(self)
-        return {
-            "total_items": total,
-            "max_items": self.max_items,
-            "memory_types": {self.shelf.memory_type: total} if total else {},
-        }
-
-    def __len__(self) -> int:
-        return self.shelf.count()
-
-    def __bool__(self) -> bool:
-        return True
 
     def __repr__(self) -> str:
         return f"LongTermMemory(items={len(self)}, max={self.max_items})"

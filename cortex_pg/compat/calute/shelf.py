@@ -274,3 +274,25 @@ class Shelf:
             return validation.note_id(memory_id, "memory_id")
         except ValidationError:
             return None
+
+
+class ShelfBacked:
+    """What ShortTermMemory and LongTermMemory share: a ``shelf`` and a ``max_items``."""
+
+    shelf: Shelf
+    max_items: int
+
+    def get_statistics(self) -> dict[str, Any]:
+        """``total_items``, ``max_items`` and ``memory_types`` (calute's keys, counted in SQL)."""
+        total = len(self)
+        return {
+            "total_items": total,
+            "max_items": self.max_items,
+            "memory_types": {self.shelf.memory_type: total} if total else {},
+        }
+
+    def __len__(self) -> int:
+        return self.shelf.count()
+
+    def __bool__(self) -> bool:
+        return True  # an empty memory is still a memory (calute's `if self.short_term:` skipped writes)

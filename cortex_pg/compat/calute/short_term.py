@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from cortex_pg.compat.calute.shelf import Shelf
+from cortex_pg.compat.calute.shelf import Shelf, ShelfBacked
 from cortex_pg.compat.memory_item import MemoryItem, item_from_note
 from cortex_pg.store import MemoryStore, validation
 
@@ -33,7 +33,7 @@ def item_metadata(
     return meta
 
 
-class ShortTermMemory:
+class ShortTermMemory(ShelfBacked):
     """A bounded, LRU-evicted memory of recent items, shared by every process on the database.
 
     Args:
@@ -170,21 +170,6 @@ class ShortTermMemory:
                 lines.append(f"\nConversation {conv}:")
             lines.extend(f"  [{m.agent_id or 'System'}]: {m.content[:100]}" for m in members[-3:])
         return "\n".join(lines)
-
-    def get_statistics(self) -> dict[str, Any]:
-        """``total_items``, ``max_items`` and ``memory_types`` (calute's keys, counted in SQL)."""
-        total = len(self)
-        return {
-            "total_items": total,
-            "max_items": self.max_items,
-            "memory_types": {self.shelf.memory_type: total} if total else {},
-        }
-
-    def __len__(self) -> int:
-        return self.shelf.count()
-
-    def __bool__(self) -> bool:
-        return True  # an empty memory is still a memory (calute's `if self.short_term:` skipped writes)
 
     def __repr__(self) -> str:
         return f"ShortTermMemory(items={len(self)}, max={self.max_items})"
