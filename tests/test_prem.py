@@ -394,3 +394,30 @@ os._exit(0)  # killed: no shutdown, no processing
         assert status == "done"
     finally:
         system.shutdown()
+
+
+def test_ollama_backend_uses_the_openai_compatible_endpoint(db_url, monkeypatch):
+    seen = []
+
+    def chat(body):
+        seen.append(body["model"])
+        return {"keywords": ["llama"], "context": "About llamas.", "tags": ["animals"]}
+
+    with OpenAIStub(chat=chat) as stub:
+        monkeypatch.setenv("OLLAMA_HOST", stub.base_url.removesuffix("/v1"))
+        monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+        system = AgenticMemorySystem(
+            database_url=db_url,
+            embedder=HashingEmbedder(),
+            llm_backend="ollama",
+            llm_model="llama3.2",
+            enable_background_processing=False,
+        )
+        try:
+            nid = system.add_note("Llamas live in the Andes.", user_id="o")
+            assert system.read(nid).context == "About llamas."
+            assert seen and seen[0] == "llama3.2"
+        finally:
+            system.shutdown()
+    with pytest.raises(ValidationError):
+        AgenticMemorySystem(database_url=db_url, embedder=HashingEmbedder(), llm_backend="anthropic")

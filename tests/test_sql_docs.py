@@ -140,4 +140,9 @@ def test_linked_notes_and_stm_recent_from_sql(alice):
             conn.execute(text("SELECT content FROM cortex.stm_recent('alice', 'default', 2)")).scalars().all()
         )
     assert [(str(i), h) for i, h in walk][:2] == [(ids[2], 1), (ids[1], 2)]
+    with store.engine.connect() as conn:
+        short = conn.execute(
+            text("SELECT id, hops FROM cortex.linked_notes(CAST(:n AS uuid), 2) ORDER BY hops"), {"n": ids[0]}
+        ).all()
+    assert short == walk
     assert len(recent) == 2

@@ -43,3 +43,4 @@ def downgrade() -> None:
     op.execute("DROP VIEW IF EXISTS cortex.entity_facts")
     op.execute("DROP VIEW IF EXISTS cortex.notes_current")
     op.execute("DROP FUNCTION IF EXISTS cortex.stm_recent(text, text, int)")
+    op.execute("DROP FUNCTION IF EXISTS cortex.linked_notes(uuid, int, real)")

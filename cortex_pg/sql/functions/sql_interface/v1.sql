@@ -39,3 +39,14 @@ FROM cortex.relationships r
 JOIN cortex.entities s ON s.user_id = r.user_id AND s.id = r.source_id
 JOIN cortex.entities t ON t.user_id = r.user_id AND t.id = r.target_id
 WHERE r.valid_to IS NULL AND r.valid_from <= now();
+
+-- cortex.linked_notes without the tenant argument: the note's own user_id is used (the
+-- tenant-first form routes to one shard on a distributed Postgres; this one reads the note
+-- first). Same result as cortex.linked_notes(<owner>, p_note_id, p_depth, p_min_strength).
+CREATE OR REPLACE FUNCTION cortex.linked_notes(p_note_id uuid, p_depth int DEFAULT 2, p_min_strength real DEFAULT 0)
+RETURNS TABLE (id uuid, hops int, path_strength double precision, via_id uuid, link_type text,
+               link_strength real, link_reason text, path uuid[])
+LANGUAGE sql STABLE AS $$
+    SELECT l.* FROM cortex.notes n, cortex.linked_notes(n.user_id, n.id, p_depth, p_min_strength) l
+    WHERE n.id = p_note_id
+$$;
