@@ -38,6 +38,7 @@ EXPORT_KEYS = (
     "links",
     "retrieval_count",
     "metadata",
+    "importance",
 )
 
 
@@ -75,8 +76,12 @@ def register(app: typer.Typer) -> None:
     @app.command("cortex")
     def cortex(
         ctx: typer.Context,
-        input_file: Annotated[Path | None, typer.Option(help="Text file to store, in chunks.")] = None,
-        queries_file: Annotated[Path | None, typer.Option(help="JSON list of query strings.")] = None,
+        input_file: Annotated[
+            Path | None, typer.Option(help="Text file to store, in chunks.", exists=True, dir_okay=False)
+        ] = None,
+        queries_file: Annotated[
+            Path | None, typer.Option(help="JSON list of query strings.", exists=True, dir_okay=False)
+        ] = None,
         query: Annotated[list[str] | None, typer.Option("--query", help="A query (repeatable).")] = None,
         limit: Annotated[int, typer.Option(help="Results per query and source.")] = 5,
         user_id: Annotated[str, typer.Option("--user-id")] = "testuser1",
@@ -108,35 +113,23 @@ def register(app: typer.Typer) -> None:
                 embedder=embedder_from_name(settings.embedder),
             )
             try:
-                for path in (p for p in (ltm_json, stm_json) if p):
-                    try:
-                        entries = json.loads(path.read_text(encoding="utf-8"))
-                    except (OSError, json.JSONDecodeError) as exc:
-                        raise ValidationError(str(path), f"cannot read memories: {exc}") from None
-                    if not isinstance(entries, list):
-                        raise ValidationError(str(path), "expected a JSON list of memories")
-                    for e in entries:
-                        system.add_note(
-                            e["content"],
-                            time=_parse_timestamp(e.get("timestamp")),
-                            user_id=e.get("user_id") or user_id,
-                            session_id=e.get("session_id") or session_id,
-                            id=e.get("id"),
-                            keywords=e.get("keywords"),
-                            tags=e.get("tags"),
-                            context=e.get("context"),
-                            category=e.get("category"),
-                            metadata=e.get("metadata") or None,
-                        )
-                    console.print(f"imported {len(entries)} memories from {path}")
+                imported = _import(system, ltm_json, stm_json, user_id, session_id)
+                for what, n in imported.items():
+                    console.print(f"imported {n} {what}")
                 if input_file and not skip_storage and not (stm_json and ltm_json):
-                    chunks = split_chunks(input_file.read_text(encoding="utf-8"))
+                    try:
+                        chunks = split_chunks(input_file.read_text(encoding="utf-8"))
+                    except UnicodeDecodeError as exc:
+                        raise ValidationError(str(input_file), f"not UTF-8 text: {exc}") from None
                     for chunk in chunks:
                         system.add_note(chunk, user_id=user_id, session_id=session_id)
                     console.print(f"stored {len(chunks)} chunks of {input_file}")
                 queries = list(query or [])
                 if queries_file:
-                    queries += json.loads(queries_file.read_text(encoding="utf-8"))
+                    loaded = _read_json(queries_file)
+                    if not isinstance(loaded, list) or not all(isinstance(q, str) for q in loaded):
+                        raise ValidationError(str(queries_file), "expected a JSON list of query strings")
+                    queries += loaded
                 results: dict[str, Any] = {}
                 for q in queries:
                     per = {
@@ -162,7 +155,10 @@ def register(app: typer.Typer) -> None:
                     for i, r in enumerate(per["all"], 1):
                         console.print(f"  {i}. ({r['memory_tier']}, {r['score']:.3f}) {r['content'][:120]}")
                 if output_dir:
-                    output_dir.mkdir(parents=True, exist_ok=True)
+                    try:
+                        output_dir.mkdir(parents=True, exist_ok=True)
+                    except OSError as exc:
+                        raise ValidationError("output_dir", f"cannot create {output_dir}: {exc}") from None
                     store = system.store
                     for tier in ("stm", "ltm"):
                         notes = store.list_notes(user_id=user_id, session_id=session_id, memory_source=tier)
@@ -183,6 +179,82 @@ def register(app: typer.Typer) -> None:
         run()
 
 
+def _read_json(path: Path) -> Any:
+    from cortex_pg.errors import ValidationError
+
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValidationError(str(path), f"cannot read JSON: {exc}") from None
+
+
+def _entries(path: Path, user_id: str, session_id: str) -> list[dict[str, Any]]:
+    """The memories of an export file as validated note items (raises before anything is written)."""
+    from cortex_pg.errors import ValidationError
+    from cortex_pg.store import validation
+
+    entries = _read_json(path)
+    if not isinstance(entries, list):
+        raise ValidationError(str(path), "expected a JSON list of memories")
+    items = []
+    for i, e in enumerate(entries):
+        if not isinstance(e, dict):
+            raise ValidationError(f"{path}[{i}]", "a memory must be a JSON object")
+        item = {
+            "id": e.get("id"),
+            "content": e.get("content"),
+            "time": _parse_timestamp(e.get("timestamp")),
+            "user_id": e.get("user_id") or user_id,
+            "session_id": e.get("session_id") or session_id,
+            "keywords": e.get("keywords"),
+            "tags": e.get("tags"),
+            "context": e.get("context"),
+            "category": e.get("category"),
+            "metadata": e.get("metadata") or None,
+            "importance": e.get("importance", 0.5) if e.get("importance") is not None else 0.5,
+        }
+        validation.new_note(item, prefix=f"{path.name}[{i}].")  # validate now, write later
+        if e.get("links") is not None and not isinstance(e.get("links"), dict):
+            raise ValidationError(
+                f"{path.name}[{i}].links", "must be an object {target_id: {type, strength, reason}}"
+            )
+        items.append({"item": item, "links": e.get("links") or {}})
+    return items
+
+
+def _import(
+    system: Any, ltm_json: Path | None, stm_json: Path | None, user_id: str, session_id: str
+) -> dict[str, int]:
+    """Import export files: LTM notes (one transaction), then STM-only notes, then links.
+
+    Ids, times, fields and importance are kept as exported; nothing is re-processed. Every
+    entry is validated before anything is written.
+    """
+    ltm = _entries(ltm_json, user_id, session_id) if ltm_json else []
+    stm = _entries(stm_json, user_id, session_id) if stm_json else []
+    store = system.store
+    out: dict[str, int] = {}
+    by_user: dict[str, list[dict[str, Any]]] = {}
+    for e in ltm:
+        by_user.setdefault(e["item"]["user_id"], []).append(e["item"])
+    for uid, items in by_user.items():
+        store.add_many(items, user_id=uid, to_stm=False, enqueue_evolution=False)
+    if ltm:
+        out["long-term memories"] = len(ltm)
+    for e in stm:  # STM copies (of LTM notes, or STM-only notes), ids kept
+        store.add(**e["item"], to_ltm=False)
+    if stm:
+        out["short-term memories"] = len(stm)
+    links = 0
+    for e in ltm:
+        if e["links"]:
+            store.update(e["item"]["id"], user_id=e["item"]["user_id"], links=e["links"])
+            links += len(e["links"])
+    if links:
+        out["links"] = links
+    return out
+
+
 def _note_dict(note: Any) -> dict[str, Any]:
     return {
         "id": note.id,
@@ -198,4 +270,5 @@ def _note_dict(note: Any) -> dict[str, Any]:
         "category": note.category,
         "retrieval_count": note.access_count,
         "metadata": note.metadata,
+        "importance": note.importance,
     }

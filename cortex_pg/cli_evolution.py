@@ -17,10 +17,23 @@ import typer
 from cortex_pg.errors import translate_db_errors
 
 
-def _open(database_url: str | None, embedder: str | None):  # noqa: ANN202
+def _settings(ctx: typer.Context | None, database_url: str | None, embedder: str | None):  # noqa: ANN202
+    """Settings from this command's options, else the main CLI's global options, else the environment."""
+    from cortex_pg.config import Settings
+
+    base = ctx.obj.settings() if ctx is not None and ctx.obj is not None else Settings()
+    updates: dict[str, object] = {}
+    if database_url:
+        updates["database_url"] = database_url
+    if embedder:
+        updates["embedder"] = embedder
+    return base.model_copy(update=updates)
+
+
+def _open(ctx: typer.Context | None, database_url: str | None, embedder: str | None):  # noqa: ANN202
     from cortex_pg.store.memory_store import MemoryStore
 
-    return MemoryStore.open(database_url, embedder=embedder)
+    return MemoryStore.open(settings=_settings(ctx, database_url, embedder), auto_migrate=True)
 
 
 def register(app: typer.Typer) -> None:
@@ -28,20 +41,21 @@ def register(app: typer.Typer) -> None:
 
     @app.command("worker")
     def worker(
+        ctx: typer.Context,
         concurrency: int = typer.Option(1, "--concurrency", "-c", min=1, help="worker threads"),
         lock_timeout: float = typer.Option(
             300.0, help="seconds after which a running job's lock counts as abandoned"
         ),
         poll_interval: float = typer.Option(2.0, help="seconds between polls when no NOTIFY arrives"),
         exit_when_idle: bool = typer.Option(False, "--exit-when-idle", help="stop when no job is ready"),
-        database_url: str | None = typer.Option(None, "--database-url", envvar="DATABASE_URL"),
+        database_url: str | None = typer.Option(None, "--database-url"),
         embedder: str | None = typer.Option(None, "--embedder", help="minilm, openai or hashing"),
     ) -> None:
         """Run evolution workers until interrupted (SIGINT / SIGTERM finish the current jobs)."""
         from cortex_pg.evolution.worker import Worker
 
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-        store = _open(database_url, embedder)
+        store = _open(ctx, database_url, embedder)
         stop = threading.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
@@ -57,15 +71,16 @@ def register(app: typer.Typer) -> None:
 
     @app.command("jobs")
     def jobs(
+        ctx: typer.Context,
         retry_failed: bool = typer.Option(False, "--retry-failed", help="queue failed jobs again"),
         user_id: str | None = typer.Option(None, "--user-id", help="only this user's jobs"),
-        database_url: str | None = typer.Option(None, "--database-url", envvar="DATABASE_URL"),
+        database_url: str | None = typer.Option(None, "--database-url"),
     ) -> None:
         """Show evolution job counts by status (queued, running, done, failed)."""
         from cortex_pg.db.engine import create_engine_for, resolve_url
         from cortex_pg.evolution import queue
 
-        engine = create_engine_for(resolve_url(database_url))
+        engine = create_engine_for(resolve_url(None, settings=_settings(ctx, database_url, None)))
         try:
             with translate_db_errors(), engine.begin() as conn:
                 if retry_failed:

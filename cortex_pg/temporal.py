@@ -70,15 +70,20 @@ def parse_natural(value: str, field: str, *, now: datetime | None = None) -> dat
     import dateparser
 
     base = (now or datetime.now(UTC)).astimezone(UTC)
-    dt = dateparser.parse(
-        value,
-        settings={
-            "RELATIVE_BASE": base.replace(tzinfo=None),
-            "TIMEZONE": "UTC",
-            "TO_TIMEZONE": "UTC",
-            "RETURN_AS_TIMEZONE_AWARE": True,
-        },
-    )
+    try:
+        dt = dateparser.parse(
+            value,
+            settings={
+                "RELATIVE_BASE": base.replace(tzinfo=None),
+                "TIMEZONE": "UTC",
+                "TO_TIMEZONE": "UTC",
+                "RETURN_AS_TIMEZONE_AWARE": True,
+                "PREFER_DAY_OF_MONTH": "first",
+                "PREFER_MONTH_OF_YEAR": "first",
+            },
+        )
+    except (ValueError, OverflowError):
+        dt = None
     if dt is None:
         raise ValidationError(field, f"cannot understand the date {value!r}")
     return dt.astimezone(UTC)
@@ -140,9 +145,11 @@ def parse_date_range(
           date-only end includes that whole day) or an ISO 8601 interval "START/END";
         * "today", "yesterday";
         * "last week": the 7 days before today; "last month": the 30 days before today;
-        * "YYYY-MM": that month; "YYYY": that year; "YYYY-MM-DD": that day;
+        * "YYYY-MM": that month; "YYYY": that year; "YYYY-MM-DD": that day; "YYYY-Www": that ISO week;
+        * "this year" (1 January until today's end), "last year" (365 days), "tomorrow";
         * other phrases via dateparser, from that moment until ``now``: "3 days ago",
-          "since March 2024", "2 weeks ago".
+          "since March 2024" (from 1 March), "2 weeks ago"; a phrase in the future
+          ("next friday") means that day.
 
     Returns:
         (start, end), aware UTC, start < end.
@@ -180,24 +187,47 @@ def parse_date_range(
         return today - timedelta(days=today.weekday()), today + timedelta(days=1)
     if low in ("this month",):
         return today.replace(day=1), today + timedelta(days=1)
-    if re.fullmatch(r"\d{4}", text):
-        year = int(text)
-        return datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC)
-    if m := re.fullmatch(r"(\d{4})-(\d{2})", text):
-        year, month = int(m.group(1)), int(m.group(2))
-        if not 1 <= month <= 12:
-            raise ValidationError(field, f"{text!r}: month out of range")
-        start = datetime(year, month, 1, tzinfo=UTC)
-        end = datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=UTC)
-        return start, end
+    if low in ("this year",):
+        return today.replace(month=1, day=1), today + timedelta(days=1)
+    if low in ("last year", "past year"):
+        return today - timedelta(days=365), today
+    if low == "tomorrow":
+        return today + timedelta(days=1), today + timedelta(days=2)
+    try:
+        if re.fullmatch(r"\d{4}", text):
+            year = int(text)
+            return datetime(year, 1, 1, tzinfo=UTC), _next_year(year, field)
+        if m := re.fullmatch(r"(\d{4})-(\d{2})", text):
+            year, month = int(m.group(1)), int(m.group(2))
+            if not 1 <= month <= 12:
+                raise ValidationError(field, f"{text!r}: month out of range")
+            start = datetime(year, month, 1, tzinfo=UTC)
+            end = _next_year(year, field) if month == 12 else datetime(year, month + 1, 1, tzinfo=UTC)
+            return start, end
+        if m := re.fullmatch(r"(\d{4})-?W(\d{2})", text, re.IGNORECASE):
+            start = datetime.fromisocalendar(int(m.group(1)), int(m.group(2)), 1).replace(tzinfo=UTC)
+            return start, start + timedelta(days=7)
+    except ValueError:
+        raise ValidationError(field, f"{text!r} is not a valid date (years 1..9998)") from None
     if re.fullmatch(r"\d{4}-\d{2}-\d{2}(?:[T ].*)?", text):
         instant = parse_instant(text, field)
         assert instant is not None
         day = _day_start(instant)
         return day, day + timedelta(days=1)
+    if re.fullmatch(r"[\d.eE+\-]+", text):
+        raise ValidationError(field, f"{text!r} is not a date")
     phrase = low[len("since ") :] if low.startswith("since ") else low
     start = parse_natural(phrase, field, now=base)
+    if start > base:  # a future phrase ("next week", "in 3 days"): that day
+        day = _day_start(start)
+        return day, day + timedelta(days=1)
     return _checked(start, max(base, start + timedelta(seconds=1)), field)
+
+
+def _next_year(year: int, field: str) -> datetime:
+    if year >= 9999:
+        raise ValidationError(field, f"{year} is out of range (years 1..9998)")
+    return datetime(year + 1, 1, 1, tzinfo=UTC)
 
 
 def _bound(value: object, base: datetime, field: str, *, end: bool) -> datetime:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from cortex_pg.cli import app
@@ -137,3 +138,57 @@ def test_legacy_timestamps_and_bad_files(db_url, tmp_path):
         app, ["--embedder", "hashing", "cortex", "--ltm-json", str(bad)], env={"DATABASE_URL": db_url}
     )
     assert r.exit_code == 2
+
+
+def test_import_keeps_links_importance_and_is_validated_first(db_url, tmp_path):
+    from cortex_pg.store import MemoryStore
+
+    runner = CliRunner()
+    env = {"DATABASE_URL": db_url}
+    store = MemoryStore.open(db_url, embedder="hashing", auto_migrate=False)
+    a = store.add("Apples are red", user_id="u1", session_id="s1", importance=0.95, to_stm=False)
+    b = store.add("Bananas are yellow", user_id="u1", session_id="s1", to_stm=False)
+    store.update(a, user_id="u1", links={b: {"type": "contradicts", "strength": 0.9, "reason": "hand-made"}})
+    out = tmp_path / "out"
+    r = runner.invoke(
+        app,
+        [
+            "--embedder",
+            "hashing",
+            "cortex",
+            "--user-id",
+            "u1",
+            "--session-id",
+            "s1",
+            "--skip-storage",
+            "--output-dir",
+            str(out),
+        ],
+        env=env,
+    )
+    assert r.exit_code == 0, r.output
+    assert store.delete_where(user_id="u1") == 2
+    bad = tmp_path / "bad.json"
+    good = json.loads((out / "ltm_memories.json").read_text())
+    bad.write_text(json.dumps([good[0], {"content": "x", "timestamp": "not a time"}]))
+    r = runner.invoke(app, ["--embedder", "hashing", "cortex", "--ltm-json", str(bad)], env=env)
+    assert r.exit_code == 2 and store.count(user_id="u1") == 0  # validated before anything was written
+    for broken in ([{"no": "content"}], ["x"], {"a": 1}):
+        bad.write_text(json.dumps(broken))
+        r = runner.invoke(app, ["--embedder", "hashing", "cortex", "--ltm-json", str(bad)], env=env)
+        assert r.exit_code == 2, broken
+    r = runner.invoke(
+        app, ["--embedder", "hashing", "cortex", "--ltm-json", str(out / "ltm_memories.json")], env=env
+    )
+    assert r.exit_code == 0, r.output
+    assert store.get(a, user_id="u1").importance == pytest.approx(0.95)
+    from cortex_pg.evolution.links import get_links
+
+    assert get_links(store, a)[b]["type"] == "contradicts"
+    assert get_links(store, b)[a]["type"] == "contradicted_by"
+    assert store.count(user_id="u1", memory_source="stm") == 0  # LTM import does not fill STM
+    r = runner.invoke(
+        app, ["--embedder", "hashing", "cortex", "--input-file", str(tmp_path / "missing.txt")], env=env
+    )
+    assert r.exit_code == 2
+    store.close()

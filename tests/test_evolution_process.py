@@ -134,3 +134,24 @@ def test_worker_killed_mid_job_leaves_no_links_and_job_is_retaken(store, db_url,
     assert job.status == "done" and job.attempts == 2 and job.locked_by is None
     assert _link_count(store) == 2  # the pair, once
     assert b in get_links(store, a, user_id="k")
+
+
+def test_worker_and_jobs_honour_the_global_cli_options(db_url):
+    from typer.testing import CliRunner
+
+    from cortex_pg.cli import app
+    from cortex_pg.store import MemoryStore
+
+    s = MemoryStore.open(db_url, embedder="hashing", auto_migrate=False, enqueue_evolution=True)
+    s.add_many([{"content": f"global options note {i}", "user_id": "g"} for i in range(5)])
+    s.close()
+    runner = CliRunner()
+    env = {"DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"}  # wrong on purpose: the option wins
+    r = runner.invoke(app, ["--database-url", db_url, "jobs"], env=env)
+    assert r.exit_code == 0, r.output
+    assert "queued   5" in r.output
+    r = runner.invoke(
+        app, ["--database-url", db_url, "--embedder", "hashing", "worker", "--exit-when-idle"], env=env
+    )
+    assert r.exit_code == 0, r.output
+    assert "done=5" in r.output

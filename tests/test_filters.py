@@ -110,3 +110,27 @@ def test_filters_select_the_same_notes_on_both_tiers(corpus, flt, expected, sour
         )
     }
     assert found == {ids[i] for i in expected}
+
+
+@pytest.mark.parametrize(
+    ("flt", "fragment"),
+    [
+        ({"access_count": {"$gte": 1.5}}, "whole number"),
+        ({"importance": {"$gt": 10**400}}, "out of range"),
+        ({"$not": None}, "takes a filter object"),
+        ({"$and": [1, 2]}, "must be a filter object"),
+    ],
+)
+def test_more_bad_filters(store, flt, fragment):
+    with pytest.raises(ValidationError) as err:
+        store.search("x", where_filter=flt)
+    assert err.value.field == "where_filter" and fragment in str(err.value)
+
+
+def test_deep_filters_are_refused_before_sql(store):
+    flt: dict = {"category": "x"}
+    for _ in range(2000):
+        flt = {"$not": flt}
+    with pytest.raises(ValidationError) as err:
+        store.search("x", where_filter=flt)
+    assert "nested deeper" in str(err.value)

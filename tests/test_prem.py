@@ -421,3 +421,33 @@ def test_ollama_backend_uses_the_openai_compatible_endpoint(db_url, monkeypatch)
             system.shutdown()
     with pytest.raises(ValidationError):
         AgenticMemorySystem(database_url=db_url, embedder=HashingEmbedder(), llm_backend="anthropic")
+
+
+def test_bad_links_refuse_the_whole_note(ams):
+    other = ams.add_note("someone else's note", user_id="other")
+    for links in ({"00000000-0000-0000-0000-000000000001": {}}, {other: {"type": "supports"}}, {"nope": {}}):
+        with pytest.raises(ValidationError):
+            ams.add_note("New note with a bad link", user_id="L", links=links)
+    assert ams.search("New note with a bad link", user_id="L") == []
+
+
+def test_ids_are_global_across_tenants(ams):
+    import uuid
+
+    from cortex_pg import ConflictError
+
+    x = str(uuid.uuid4())
+    ams.add_note("Alice private diary entry", user_id="A", id=x)
+    with pytest.raises(ConflictError):
+        ams.add_note("Bob chooses the same id", user_id="B", id=x)
+    assert ams.read(x, user_id="A").content == "Alice private diary entry"
+
+
+def test_shutdown_refuses_more_writes_and_openai_without_key(ams, db_url, monkeypatch):
+    ams.shutdown()
+    with pytest.raises(ValidationError):
+        ams.add_note("after shutdown")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(ValidationError) as err:
+        AgenticMemorySystem(database_url=db_url, model_name="text-embedding-3-small")
+    assert err.value.field == "api_key"

@@ -29,8 +29,9 @@ def test_unfiltered_queries_see_only_the_current_tenant(rls_store, db_url):
         emb = conn.execute(text("SELECT DISTINCT user_id FROM cortex.embeddings")).scalars().all()
         hist = conn.execute(text("SELECT DISTINCT user_id FROM cortex.note_history")).scalars().all()
         role = conn.execute(text("SELECT current_user")).scalar_one()
+        view_users = conn.execute(text("SELECT DISTINCT user_id FROM cortex.notes_current")).scalars().all()
     assert rows == [("alice", "alice's secret")]
-    assert stm == emb == hist == ["alice"]
+    assert stm == emb == hist == view_users == ["alice"]
     assert role == "cortex_app"
     # no tenant set: nothing at all
     with rls_store.engine.begin() as conn:

@@ -33,7 +33,11 @@ def d(*args):
         ({"start": "2024-01-01T06:00:00Z"}, (d(2024, 1, 1, 6), d(9999, 12, 30))),
         ("2024-01-01/2024-01-10", (d(2024, 1, 1), d(2024, 1, 11))),
         ("3 days ago", (NOW - timedelta(days=3), NOW)),
-        ("since March 2024", (None, NOW)),
+        ("since March 2024", (d(2024, 3, 1), NOW)),
+        ("this year", (d(2024, 1, 1), TODAY + timedelta(days=1))),
+        ("tomorrow", (TODAY + timedelta(days=1), TODAY + timedelta(days=2))),
+        ("in 3 days", (TODAY + timedelta(days=3), TODAY + timedelta(days=4))),
+        ("2024-W05", (d(2024, 1, 29), d(2024, 2, 5))),
     ],
 )
 def test_date_ranges(value, expected):

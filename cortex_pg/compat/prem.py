@@ -155,6 +155,11 @@ class AgenticMemorySystem:
         self.enable_smart_collections = enable_smart_collections
         self.enable_background_processing = enable_background_processing
         self._owns_store = store is None
+        if store is not None and store.isolation == "rls":
+            raise ValidationError(
+                "store",
+                "isolation='rls' stores serve the MemoryStore API only; its worker needs the owner role",
+            )
         if store is None:
             store = MemoryStore.open(
                 database_url,
@@ -167,6 +172,7 @@ class AgenticMemorySystem:
         self.llm = llm_from_settings(llm_backend, llm_model, api_key, llm_base_url)
         self.analyzer = ContentAnalyzer(self.llm)
         self._added: list[str] = []
+        self._closed = False
         self._lock = threading.Lock()
         self.worker = Worker(self.store, decider=self._decider(), preprocess=self._preprocess_job)
         if enable_background_processing:
@@ -213,11 +219,15 @@ class AgenticMemorySystem:
         Raises:
             ValidationError: bad input; nothing is stored.
         """
+        if self._closed:
+            raise ValidationError("system", "shutdown() was called; create a new AgenticMemorySystem")
         fields, metadata = self._split_kwargs(kwargs)
         when = time if time is not None else fields.pop("timestamp", None)
         fields.pop("timestamp", None)
         links = fields.pop("links", None)
         v.content(content)
+        if links:  # bad links refuse the whole note: check them before anything is stored
+            self._check_links(links, user_id)
         keywords = fields.get("keywords")
         nid = self.store.add(
             content,
@@ -463,6 +473,9 @@ class AgenticMemorySystem:
 
         Jobs not yet run stay queued in the database for the next worker.
         """
+        if self._closed:
+            return
+        self._closed = True
         if self.enable_background_processing:
             self.worker.stop()
         if self._owns_store:
@@ -514,6 +527,19 @@ class AgenticMemorySystem:
                 "reason": r.reason,
             }
         return out
+
+    def _check_links(self, links: Any, user_id: str | None) -> None:
+        import uuid as _uuid
+
+        from cortex_pg.evolution.links import parse_links
+
+        parsed = parse_links(_uuid.uuid4(), links)
+        uid = v.scope_id(user_id, "user_id")
+        for link in parsed:
+            try:
+                self.store.get(link.target, user_id=uid)
+            except NotFoundError:
+                raise ValidationError(f"links[{str(link.target)!r}]", "no such note of this user") from None
 
     def _set_links(self, note_id: str, links: dict[str, Any]) -> None:
         self.store.update(note_id, links=links)

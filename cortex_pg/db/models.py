@@ -104,6 +104,7 @@ class Note(_NoteFields, Base):
     __table_args__ = (
         *_note_checks("notes"),
         Index("ix_notes_user_session_created", "user_id", "session_id", "created_at"),
+        Index("ix_notes_id", "id"),
         Index("ix_notes_user_created", "user_id", "created_at"),
         Index(
             "uq_notes_content_hash",
@@ -138,6 +139,7 @@ class StmNote(_NoteFields, Base):
     __table_args__ = (
         *_note_checks("stm_notes"),
         Index("ix_stm_notes_lru", "user_id", "session_id", "last_accessed_at", "seq"),
+        Index("ix_stm_notes_id", "id"),
         Index("uq_stm_notes_content_hash", "user_id", "session_id", "content_hash", unique=True),
         {"prefixes": ["UNLOGGED"]},
     )

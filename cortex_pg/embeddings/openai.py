@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from cortex_pg.errors import CortexPGError
+from cortex_pg.errors import CortexPGError, ValidationError
 
 _KNOWN_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "text-embedding-ada-002": 1536}
 
@@ -45,7 +45,10 @@ class OpenAIEmbedder:
         self.name = model
         self.dim = resolved_dim
         self.batch_size = batch_size
-        self._client = openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=2)
+        try:
+            self._client = openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=2)
+        except openai.OpenAIError as exc:  # e.g. no api_key and no OPENAI_API_KEY
+            raise ValidationError("api_key", f"OpenAI embeddings need a key: {exc}") from None
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Embed ``texts`` in batches; returns ``len(texts)`` vectors of length ``dim``."""

@@ -107,7 +107,8 @@ def reciprocal(link: Link) -> Link:
 def parse_links(source: uuid.UUID, links: Mapping[Any, Any], field: str = "links") -> list[Link]:
     """Validate ``{target_id: {"type", "strength", "reason"}}`` into forward links from ``source``.
 
-    Missing keys default to type ``"related"``, strength 0.5, no reason.
+    Missing keys default to type ``"related"``, strength 0.5, no reason. Types are lower-cased
+    ("Supports" is "supports").
 
     Raises:
         ValidationError: not a mapping, a target is not a UUID or is ``source`` itself, a type is
@@ -131,7 +132,7 @@ def parse_links(source: uuid.UUID, links: Mapping[Any, Any], field: str = "links
             raise ValidationError(f"{name}.type", "must be a non-blank string of at most 64 characters")
         strength = validation.unit_interval(spec.get("strength", DEFAULT_STRENGTH), f"{name}.strength")
         reason = validation.short_text(spec.get("reason"), f"{name}.reason")
-        out.append(Link(source, target, link_type.strip(), strength, reason))
+        out.append(Link(source, target, link_type.strip().lower(), strength, reason))
     return out
 
 

@@ -229,11 +229,12 @@ class Worker:
 
     def _listen_loop(self) -> None:
         try:
-            raw = self.store.engine.raw_connection()
-            raw.detach()
-            pg = raw.driver_connection
-            pg.autocommit = True
+            import psycopg
+
+            url = self.store.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+            pg = psycopg.connect(url, autocommit=True)
             pg.execute(f"LISTEN {queue.CHANNEL}")
+            raw = pg
         except Exception as exc:  # noqa: BLE001 - polling is the fallback
             log.info("LISTEN unavailable (%s); polling every %s s", exc, self.poll_interval)
             return

@@ -366,6 +366,8 @@ class MemoryStore:
             conn.execute(text(sql.LOCK_SCOPES), scopes)
             found = conn.execute(text(sql.FIND_EXISTING), {**scopes, "hashes": [note.content_hash]}).all()
             by_tier = {r.tier: str(r.id) for r in found}
+            if not by_tier:
+                self._check_ids_free(conn, [note] if note.explicit_id else [])
             if "stm" in by_tier:
                 return by_tier["stm"]
             if "ltm" in by_tier:
@@ -412,6 +414,7 @@ class MemoryStore:
             ids.append(str(chosen[key].id))
         if not fresh:
             return ids
+        self._check_ids_free(conn, [n for n in fresh if n.explicit_id])
         vectors = self.embedder.embed([n.content for n in fresh])
         self._check_vectors(vectors, len(fresh))
         rows = [dict(n.row(), embedding=vector_literal(v)) for n, v in zip(fresh, vectors, strict=True)]
@@ -434,6 +437,22 @@ class MemoryStore:
             conn.execute(text(sql.INSERT_STM), {"rows": json.dumps(newest), "model": self.embedder.name})
             conn.execute(text(sql.TRIM_STM), {**scopes, "capacity": capacity})
         return ids
+
+    def _check_ids_free(self, conn: Connection, notes: list[validation.NewNote]) -> None:
+        """Caller-given ids must not belong to a note of another tenant (ids are global)."""
+        if not notes:
+            return
+        taken = conn.execute(
+            text(
+                "SELECT id, user_id FROM cortex.notes WHERE id = ANY(CAST(:ids AS uuid[])) "
+                "UNION ALL SELECT id, user_id FROM cortex.stm_notes WHERE id = ANY(CAST(:ids AS uuid[]))"
+            ),
+            {"ids": [str(n.id) for n in notes]},
+        ).all()
+        owner = {str(n.id): n.user_id for n in notes}
+        for row in taken:
+            if row.user_id != owner[str(row.id)]:
+                raise ConflictError(f"note id {row.id} is already used by another tenant", "23505")
 
     def _index_entities(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
         from cortex_pg.entities.extract import extract

@@ -219,7 +219,23 @@ def where_filter(value: object, field: str = "where_filter") -> dict[str, Any] |
         return None
     if not isinstance(value, Mapping):
         raise ValidationError(field, f"must be a dict, got {type(value).__name__}")
+    if _depth(value) > MAX_FILTER_DEPTH:
+        raise ValidationError(field, f"nested deeper than {MAX_FILTER_DEPTH} levels")
     return metadata(value, field)
+
+
+MAX_FILTER_DEPTH = 32
+
+
+def _depth(value: object, level: int = 0) -> int:
+    """Nesting depth of dicts/lists, stopping early past the limit (no recursion blow-up)."""
+    if level > MAX_FILTER_DEPTH:
+        return level
+    if isinstance(value, Mapping):
+        return max((_depth(v, level + 1) for v in value.values()), default=level + 1)
+    if isinstance(value, list | tuple):
+        return max((_depth(v, level + 1) for v in value), default=level + 1)
+    return level
 
 
 def content_hash(text: str) -> str:
@@ -244,6 +260,7 @@ class NewNote:
     metadata: dict[str, Any]
     importance: float
     created_at: datetime
+    explicit_id: bool = False
 
     def row(self) -> dict[str, Any]:
         return {
@@ -311,4 +328,5 @@ def new_note(
         metadata=metadata(item.get("metadata"), prefix + "metadata"),
         importance=importance(item.get("importance", 0.5), prefix + "importance"),
         created_at=parse_instant(when, prefix + "time") or datetime.now(UTC),
+        explicit_id=item.get("id") is not None,
     )

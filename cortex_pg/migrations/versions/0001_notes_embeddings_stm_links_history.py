@@ -135,6 +135,7 @@ def upgrade() -> None:
     op.create_index(
         "ix_notes_user_created", "notes", ["user_id", "created_at"], unique=False, schema="cortex"
     )
+    op.create_index("ix_notes_id", "notes", ["id"], unique=False, schema="cortex")
     op.create_index(
         "ix_notes_user_session_created",
         "notes",
@@ -196,6 +197,7 @@ def upgrade() -> None:
         schema="cortex",
         prefixes=["UNLOGGED"],
     )
+    op.create_index("ix_stm_notes_id", "stm_notes", ["id"], unique=False, schema="cortex")
     op.create_index(
         "ix_stm_notes_lru",
         "stm_notes",

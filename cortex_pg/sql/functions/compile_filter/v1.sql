@@ -148,6 +148,12 @@ BEGIN
         IF jsonb_typeof(p_value) <> 'number' THEN
             PERFORM cortex.filter_error(p_path, format('expected a number, got %s', p_value::text));
         END IF;
+        IF p_type = 'integer' AND ((p_value::numeric) % 1 <> 0 OR abs(p_value::numeric) > 2147483647) THEN
+            PERFORM cortex.filter_error(p_path, format('expected a whole number, got %s', p_value::text));
+        END IF;
+        IF p_type = 'real' AND abs(p_value::numeric) > 1e38 THEN
+            PERFORM cortex.filter_error(p_path, format('%s is out of range', p_value::text));
+        END IF;
         RETURN format('%L::%s', p_value #>> '{}', p_type);
     END IF;
     IF jsonb_typeof(p_value) <> 'string' THEN
@@ -189,10 +195,16 @@ BEGIN
             END IF;
             sub := '{}';
             FOR i IN 0 .. jsonb_array_length(v) - 1 LOOP
+                IF jsonb_typeof(v -> i) <> 'object' THEN
+                    PERFORM cortex.filter_error(format('%s.%s[%s]', p_path, k, i), 'must be a filter object');
+                END IF;
                 sub := sub || cortex.compile_filter(v -> i, p_alias, format('%s.%s[%s]', p_path, k, i));
             END LOOP;
             parts := parts || ('(' || array_to_string(sub, CASE k WHEN '$and' THEN ' AND ' ELSE ' OR ' END) || ')');
         ELSIF k = '$not' THEN
+            IF jsonb_typeof(v) <> 'object' THEN
+                PERFORM cortex.filter_error(p_path || '.$not', 'takes a filter object');
+            END IF;
             parts := parts || ('(NOT ' || cortex.compile_filter(v, p_alias, p_path || '.$not') || ')');
         ELSIF left(k, 1) = '$' THEN
             PERFORM cortex.filter_error(p_path, format('unknown operator %s at the top of a filter', k));

@@ -22,9 +22,12 @@ LANGUAGE sql STABLE AS $$
     LIMIT greatest(p_n, 0)
 $$;
 
+-- The views run with the caller's rights (security_invoker), so Row-Level Security applies
+-- through them exactly as on the tables.
+
 -- Long-term notes that are current: not merged into another note (deleted notes are gone
 -- from cortex.notes; their last state is in cortex.note_history).
-CREATE OR REPLACE VIEW cortex.notes_current AS
+CREATE OR REPLACE VIEW cortex.notes_current WITH (security_invoker = true) AS
 SELECT n.id, n.user_id, n.session_id, n.content, n.keywords, n.tags, n.context, n.category,
        n.memory_type, n.metadata, n.importance, n.created_at, n.updated_at, n.last_accessed_at,
        n.access_count, n.evolution_history
@@ -32,7 +35,7 @@ FROM cortex.notes n
 WHERE n.merged_into IS NULL;
 
 -- Relationships valid now, with entity names: source --relation--> target.
-CREATE OR REPLACE VIEW cortex.entity_facts AS
+CREATE OR REPLACE VIEW cortex.entity_facts WITH (security_invoker = true) AS
 SELECT r.user_id, s.name AS source, r.relation, t.name AS target, r.weight, r.valid_from,
        r.source_note_id, r.note_ids, r.id AS relationship_id
 FROM cortex.relationships r
