@@ -280,6 +280,7 @@ def test_update_delete_clear(ams):
     assert ams.update(nid, content="second text", tags=["t"], mood="happy") is True
     note = ams.read(nid)
     assert note.content == "second text" and note.tags == ["t"] and note.metadata["mood"] == "happy"
+    assert note.keywords and "first" not in " ".join(note.keywords)  # keywords follow the new text
     assert ams.update("00000000-0000-0000-0000-000000000000", content="x") is False
     with pytest.raises(ImmutableFieldError):
         ams.update(nid, user_id="someone-else")

@@ -320,6 +320,9 @@ class AgenticMemorySystem:
             kwargs["time"] = kwargs.pop("timestamp")
         known = {"content", "keywords", "tags", "context", "category", "importance", "time", "session_id"}
         fields = {k: val for k, val in kwargs.items() if k in known}
+        reprocess = "content" in fields and "keywords" not in fields and fields["content"] != current.content
+        if reprocess:  # keywords describe the text: recompute them (light now, deep in the job)
+            fields["keywords"] = light_keywords(v.content(fields["content"]))
         extra = {k: val for k, val in kwargs.items() if k not in known and k != "metadata"}
         meta = {**v.metadata(kwargs.get("metadata")), **extra}
         if meta:
@@ -328,6 +331,12 @@ class AgenticMemorySystem:
             self.store.update(memory_id, user_id=current.user_id, **fields)
         if links is not None:
             self._set_links(current.id, links)
+        if reprocess:
+            import uuid as _uuid
+
+            with self.store.engine.begin() as conn:
+                queue.enqueue(conn, [current.user_id], [_uuid.UUID(current.id)])
+            self._schedule(current.id)
         return True
 
     def delete(self, memory_id: str) -> bool:
