@@ -284,3 +284,19 @@ def test_no_path_no_url_is_an_ephemeral_database_removed_on_close():
     assert "kept until close" in m.build_context_for_task("kept until close")
     m.close()
     assert not directory.exists()
+
+
+def test_entity_memory_is_limited_to_its_scope(db_url):
+    a = CortexMemory(database_url=db_url, embedder=HashingEmbedder(), user_id="cal2", scope="A")
+    b = CortexMemory(store=a.store, user_id="cal2", scope="B")
+    try:
+        a.save_task_result("Meet Alice", "Alice works at Acme Corp", agent_role="R")
+        b.save_task_result("Meet Bob", "Bob works at Globex Inc", agent_role="R")
+        assert len(a.entity_memory) == 1 and len(b.entity_memory) == 1
+        assert "Known entities" not in a.build_context_for_task("What does Globex Inc do?")
+        assert "Globex Inc: 1 mentions" in b.build_context_for_task("What does Globex Inc do?")
+        a.entity_memory.clear()
+        assert len(a.entity_memory) == 0 and len(b.entity_memory) == 1
+        assert b.entity_memory.get_entity_info("Globex Inc")["frequency"] == 1
+    finally:
+        a.close()

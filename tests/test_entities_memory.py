@@ -257,3 +257,52 @@ def test_persistence_across_processes(db_url, store):
     mem = EntityMemory(store, user_id="p")
     assert mem.get_entity_info("Alice")["relationships"] == [{"relation": "works_at", "target": "Acme Corp"}]
     assert mem.get_related_entities("Alice", 1) == {"Acme Corp"}
+
+
+def test_a_session_memory_sees_counts_and_deletes_only_its_session(store):
+    a = EntityMemory(store, user_id="cal2", session_id="A/entities")
+    b = EntityMemory(store, user_id="cal2", session_id="B/entities")
+    whole = EntityMemory(store, user_id="cal2")  # no session: every session of the user
+    a1 = a.save("Alice works at Acme Corp", metadata={"topic": "work"})
+    b1 = b.save("Meet Bob. Bob works at Globex Inc", metadata={"topic": "work"})
+    b.save("Alice knows Bob", metadata={"topic": "people"})
+    assert len(a) == 1 and len(b) == 2 and len(whole) == 3
+    assert [i.memory_id for i in a.retrieve(filters={"topic": "work"})] == [a1.memory_id]
+    assert a.retrieve(b1.memory_id) is None and b.retrieve(b1.memory_id).memory_id == b1.memory_id
+    assert [h.memory_id for h in a.search("Bob")] == [] and len(b.search("Bob")) == 2
+    assert [h.memory_id for h in a.search("Globex meeting")] == []  # full-text path too
+    assert a.get_entity_info("Bob") == {"mentions": [], "relationships": []}
+    alice_a = a.get_entity_info("Alice")
+    assert alice_a["frequency"] == 1 and alice_a["mentions"] == [a1.memory_id]
+    assert alice_a["relationships"] == [{"relation": "works_at", "target": "Acme Corp"}]
+    assert whole.get_entity_info("Alice")["frequency"] == 2
+    assert a.get_related_entities("Alice", 2) == {"Acme Corp"}
+    assert b.get_related_entities("Alice", 2) == {"Bob", "Globex Inc"}
+    assert set(a.entity_graph().nodes) == {"Alice", "Acme Corp"}
+    # updates and deletes by id or by filters never reach another session
+    assert a.update(b1.memory_id, {"metadata": {"x": 1}}) is False
+    assert a.delete(b1.memory_id) == 0
+    assert a.delete(filters={"topic": "work"}) == 1
+    assert len(b) == 2
+    a.save("Carol works at Acme Corp")
+    a.clear()
+    assert len(a) == 0 and len(b) == 2
+    assert b.get_entity_info("Bob")["frequency"] == 2
+    assert whole.get_entity_info("Alice")["frequency"] == 1  # B's mention of Alice is kept
+
+
+def test_explicit_entities_one_string_is_one_entity(em):
+    item = em.save("Xavier called about the offer", entities="Xavier")
+    assert item.metadata["entities"] == ["Xavier"]
+    assert em.get_entity_info("X") == {"mentions": [], "relationships": []}
+    assert em.get_entity_info("Xavier")["frequency"] == 1
+    assert em.save("Yann and Zoe met", entities=("Yann", "Zoe")).metadata["entities"] == ["Yann", "Zoe"]
+    assert [h.memory_id for h in em.search("who?", entity_filter="Xavier")] == [item.memory_id]
+    for bad in (42, {"Xavier": 1}, b"Xavier", ["Xavier", 3], ["  "]):
+        with pytest.raises(ValidationError) as info:
+            em.save("Xavier again", entities=bad)
+        assert info.value.field == "entities"
+    with pytest.raises(ValidationError):
+        em.update(item.memory_id, {"entities": 7})
+    assert em.update(item.memory_id, {"entities": "Xavier Dupont"}) is True
+    assert em.retrieve(item.memory_id).metadata["entities"] == ["Xavier Dupont"]
