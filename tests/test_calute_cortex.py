@@ -300,3 +300,53 @@ def test_entity_memory_is_limited_to_its_scope(db_url):
         assert b.entity_memory.get_entity_info("Globex Inc")["frequency"] == 1
     finally:
         a.close()
+
+
+def _running(pid: int) -> bool:
+    """True while ``pid`` is a live process (a stopped server's zombie, not yet reaped, is not)."""
+    status = Path(f"/proc/{pid}/status")
+    if status.exists():
+        try:
+            return "\tZ" not in next(x for x in status.read_text().splitlines() if x.startswith("State:"))
+        except (OSError, StopIteration):
+            return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def test_an_ephemeral_memory_never_closed_is_removed_at_exit():
+    out = _run(
+        """
+        from cortex_pg import CortexMemory
+        from cortex_pg.embeddings import HashingEmbedder
+        m = CortexMemory(embedder=HashingEmbedder())
+        m.save_task_result("t", "left open on purpose", "A")
+        pid = (m._ephemeral_dir / "pgdata" / "postmaster.pid").read_text().split()[0]
+        print(m._ephemeral_dir, pid)
+        # no m.close()
+        """
+    )
+    directory, pid = out.split()
+    assert not Path(directory).exists()
+    assert not _running(int(pid))
+
+
+def test_close_unregisters_the_exit_hook_and_is_idempotent():
+    out = _run(
+        """
+        from cortex_pg import CortexMemory
+        from cortex_pg.embeddings import HashingEmbedder
+        m = CortexMemory(embedder=HashingEmbedder())
+        directory = m._ephemeral_dir
+        m.close()
+        m.close()
+        print(directory.exists(), m._atexit_hook is None)
+        """
+    )
+    exists, unregistered = out.split()
+    assert (exists, unregistered) == ("False", "True")
