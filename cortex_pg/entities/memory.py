@@ -276,9 +276,7 @@ class EntityMemory:
 
     def get_related_entities(self, entity: str, max_depth: int = 2) -> set[str]:
         """Names of the entities within ``max_depth`` hops (either direction), the start excluded."""
-        related = self.graph.related_entities(
-            self.user_id, entity, max_depth, session_id=self.scope_session
-        )
+        related = self.graph.related_entities(self.user_id, entity, max_depth, session_id=self.scope_session)
         return {r.name for r in related}
 
     def entity_graph(self, **kwargs: Any) -> Any:

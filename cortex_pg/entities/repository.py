@@ -184,7 +184,9 @@ class EntityStore:
         sid = validation.optional_scope_id(session_id, "session_id")
         statement = sql.ENTITY_INFO if sid is None else sql.ENTITY_INFO_IN_SESSION
         with translate_db_errors(), self.engine.connect() as c:
-            row = c.execute(text(statement), {"user_id": uid, "name": nm, "session_id": sid}).mappings().first()
+            row = (
+                c.execute(text(statement), {"user_id": uid, "name": nm, "session_id": sid}).mappings().first()
+            )
         if row is None:
             return None
         return EntityRecord(
