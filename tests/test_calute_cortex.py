@@ -350,3 +350,13 @@ def test_close_unregisters_the_exit_hook_and_is_idempotent():
     )
     exists, unregistered = out.split()
     assert (exists, unregistered) == ("False", "True")
+
+
+def test_known_entities_skip_sentence_initial_common_words(cm):
+    cm.save_task_result("Plan the launch", "Later, Alice met Sean O'Brien", agent_role="R")
+    context = cm.build_context_for_task("Later, plan with Alice and Sean O'Brien")
+    known = context.split("Known entities:")[1].split("\n\n")[0]
+    assert "Alice: 1 mentions" in known and "Sean O'Brien: 1 mentions" in known
+    assert "Later" not in known and "Plan" not in known
+    assert cm.entity_memory.get_entity_info("Later") == {"mentions": [], "relationships": []}
+    assert cm.entity_memory.get_entity_info("Plan") == {"mentions": [], "relationships": []}

@@ -129,7 +129,9 @@ class CortexMemory:
         self._atexit_hook = functools.partial(_remove_ephemeral_dir, self._ephemeral_dir, None)
         atexit.register(self._atexit_hook)
         try:
-            store = MemoryStore.open(embedded.start(self._ephemeral_dir), embedder=embedder, auto_migrate=True)
+            store = MemoryStore.open(
+                embedded.start(self._ephemeral_dir), embedder=embedder, auto_migrate=True
+            )
         except BaseException:
             self._remove_ephemeral()
             raise
@@ -223,8 +225,9 @@ class CortexMemory:
         task_metadata: Mapping[str, Any] | None = None,
     ) -> None:
         """Remember a task's result: short-term ``"Task completed: <task[:100]> - Result:
-        <result[:200]>"`` (always), long-term ``result`` when ``importance >= 0.7``, entities of
-        ``"<task> <result>"``, and the contextual memory (routed by importance). Metadata:
+        <result[:200]>"`` (always), long-term ``result`` when ``importance >= 0.7``, entity memory
+        ``"<task> <result>"`` (entities extracted from the task and the result apart), and the
+        contextual memory (routed by importance). Metadata:
         ``task_metadata`` (copied, not changed) plus ``task`` (100 characters) and ``agent_role``.
 
         Raises:
@@ -244,7 +247,12 @@ class CortexMemory:
         if self.long_term is not None and imp >= TASK_LTM_THRESHOLD:
             self.long_term.save(result, meta, agent_id=agent_role, importance=imp)
         if self.entity_memory is not None:
-            self.entity_memory.save(f"{task_description} {result}", meta, agent_id=agent_role)
+            # entities of the task and of the result, each read as its own text: joined, a
+            # sentence-initial word of the result ("Later, ...") would be mid-sentence
+            names = list(dict.fromkeys(extract(task_description).names + extract(result).names))
+            self.entity_memory.save(
+                f"{task_description} {result}", meta, entities=names or None, agent_id=agent_role
+            )
         self.contextual.save(result, meta, importance=imp, agent_id=agent_role)
 
     def save_agent_interaction(
