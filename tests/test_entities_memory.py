@@ -306,3 +306,57 @@ def test_explicit_entities_one_string_is_one_entity(em):
         em.update(item.memory_id, {"entities": 7})
     assert em.update(item.memory_id, {"entities": "Xavier Dupont"}) is True
     assert em.retrieve(item.memory_id).metadata["entities"] == ["Xavier Dupont"]
+
+
+def _employers(em, **kw):
+    return [
+        r["target"] for r in em.get_entity_info("Alice", **kw)["relationships"] if r["relation"] == "works_at"
+    ]
+
+
+def test_deleting_the_closing_fact_reopens_the_fact_it_closed(store, em):
+    em.save("Alice works at Acme Corp", time="2024-01-01T00:00:00Z")
+    beta = em.save("Alice works at Beta Labs", time="2024-06-01T00:00:00Z")
+    assert _employers(em) == ["Beta Labs"]
+    assert em.delete(beta.memory_id) == 1
+    assert _employers(em) == ["Acme Corp"]
+    acme = [r for r in em.graph.relationships("u", "Alice", history=True) if r.target == "Acme Corp"]
+    assert len(acme) == 1 and acme[0].valid_to is None
+    # the same through SQL: the trigger path
+    beta = em.save("Alice works at Beta Labs", time="2024-06-01T00:00:00Z")
+    assert _employers(em) == ["Beta Labs"]
+    with store.engine.begin() as conn:
+        conn.execute(
+            text("DELETE FROM cortex.notes WHERE user_id = 'u' AND id = :id"), {"id": beta.memory_id}
+        )
+    assert _employers(em) == ["Acme Corp"]
+
+
+def test_a_content_change_reopens_and_a_chain_gives_time_back(em):
+    em.save("Alice works at Acme Corp", time="2024-01-01T00:00:00Z", metadata={"n": 1})
+    beta = em.save("Alice works at Beta Labs", time="2024-06-01T00:00:00Z", metadata={"n": 2})
+    assert em.update(beta.memory_id, {"content": "Alice visited Beta Labs"}) is True
+    assert _employers(em) == ["Acme Corp"]
+    assert em.update(beta.memory_id, {"content": "Alice works at Beta Labs"}) is True
+    assert _employers(em) == ["Beta Labs"]  # said again: closes Acme again
+    carol = em.save("Alice works at Gamma Inc", time="2024-09-01T00:00:00Z", metadata={"n": 3})
+    # removing the middle fact: Acme gets Beta's time, up to Gamma
+    assert em.delete(beta.memory_id) == 1
+    assert _employers(em) == ["Gamma Inc"]
+    assert _employers(em, as_of="2024-07-01") == ["Acme Corp"]
+    # removing the last one: Acme is open again
+    assert em.delete(carol.memory_id) == 1
+    assert _employers(em) == ["Acme Corp"]
+
+
+def test_removing_a_chain_at_once_reopens_the_first_fact_left(em):
+    em.save("Alice works at Acme Corp", time="2024-01-01T00:00:00Z", metadata={"n": 1})
+    em.save("Alice works at Beta Labs", time="2024-06-01T00:00:00Z", metadata={"n": 2, "later": True})
+    em.save("Alice works at Gamma Inc", time="2024-09-01T00:00:00Z", metadata={"n": 3, "later": True})
+    assert em.delete(filters={"later": True}) == 2
+    assert _employers(em) == ["Acme Corp"]
+    # a fact still supported by another note is not removed and reopens nothing
+    em.save("Alice works at Beta Labs", time="2024-06-01T00:00:00Z", metadata={"n": 4})
+    other = em.save("Alice works at Beta Labs, said twice", time="2024-07-01T00:00:00Z", metadata={"n": 5})
+    em.delete(other.memory_id)
+    assert _employers(em) == ["Beta Labs"]
