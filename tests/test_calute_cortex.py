@@ -284,3 +284,79 @@ def test_no_path_no_url_is_an_ephemeral_database_removed_on_close():
     assert "kept until close" in m.build_context_for_task("kept until close")
     m.close()
     assert not directory.exists()
+
+
+def test_entity_memory_is_limited_to_its_scope(db_url):
+    a = CortexMemory(database_url=db_url, embedder=HashingEmbedder(), user_id="cal2", scope="A")
+    b = CortexMemory(store=a.store, user_id="cal2", scope="B")
+    try:
+        a.save_task_result("Meet Alice", "Alice works at Acme Corp", agent_role="R")
+        b.save_task_result("Meet Bob", "Bob works at Globex Inc", agent_role="R")
+        assert len(a.entity_memory) == 1 and len(b.entity_memory) == 1
+        assert "Known entities" not in a.build_context_for_task("What does Globex Inc do?")
+        assert "Globex Inc: 1 mentions" in b.build_context_for_task("What does Globex Inc do?")
+        a.entity_memory.clear()
+        assert len(a.entity_memory) == 0 and len(b.entity_memory) == 1
+        assert b.entity_memory.get_entity_info("Globex Inc")["frequency"] == 1
+    finally:
+        a.close()
+
+
+def _running(pid: int) -> bool:
+    """True while ``pid`` is a live process (a stopped server's zombie, not yet reaped, is not)."""
+    status = Path(f"/proc/{pid}/status")
+    if status.exists():
+        try:
+            return "\tZ" not in next(x for x in status.read_text().splitlines() if x.startswith("State:"))
+        except (OSError, StopIteration):
+            return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def test_an_ephemeral_memory_never_closed_is_removed_at_exit():
+    out = _run(
+        """
+        from cortex_pg import CortexMemory
+        from cortex_pg.embeddings import HashingEmbedder
+        m = CortexMemory(embedder=HashingEmbedder())
+        m.save_task_result("t", "left open on purpose", "A")
+        pid = (m._ephemeral_dir / "pgdata" / "postmaster.pid").read_text().split()[0]
+        print(m._ephemeral_dir, pid)
+        # no m.close()
+        """
+    )
+    directory, pid = out.split()
+    assert not Path(directory).exists()
+    assert not _running(int(pid))
+
+
+def test_close_unregisters_the_exit_hook_and_is_idempotent():
+    out = _run(
+        """
+        from cortex_pg import CortexMemory
+        from cortex_pg.embeddings import HashingEmbedder
+        m = CortexMemory(embedder=HashingEmbedder())
+        directory = m._ephemeral_dir
+        m.close()
+        m.close()
+        print(directory.exists(), m._atexit_hook is None)
+        """
+    )
+    exists, unregistered = out.split()
+    assert (exists, unregistered) == ("False", "True")
+
+
+def test_known_entities_skip_sentence_initial_common_words(cm):
+    cm.save_task_result("Plan the launch", "Later, Alice met Sean O'Brien", agent_role="R")
+    context = cm.build_context_for_task("Later, plan with Alice and Sean O'Brien")
+    known = context.split("Known entities:")[1].split("\n\n")[0]
+    assert "Alice: 1 mentions" in known and "Sean O'Brien: 1 mentions" in known
+    assert "Later" not in known and "Plan" not in known
+    assert cm.entity_memory.get_entity_info("Later") == {"mentions": [], "relationships": []}
+    assert cm.entity_memory.get_entity_info("Plan") == {"mentions": [], "relationships": []}

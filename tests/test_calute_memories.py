@@ -57,6 +57,30 @@ def test_memory_item_fields_and_round_trip():
     assert MemoryEntry is MemoryItem is EntityItem  # one class, shared with EntityMemory
 
 
+def test_memory_item_from_dict_raises_validation_errors_naming_the_field():
+    cases = [
+        ({"content": "x", "timestamp": "garbage"}, "timestamp"),
+        ({"content": "x", "timestamp": 12}, "timestamp"),
+        ({"content": "x", "last_accessed": "yesterday-ish"}, "last_accessed"),
+        ({}, "content"),
+        ({"timestamp": "garbage"}, "content"),
+        ({"content": 3}, "content"),
+        ({"content": "x", "metadata": [1]}, "metadata"),
+        ({"content": "x", "bogus": 1}, "bogus"),
+    ]
+    for data, field in cases:
+        with pytest.raises(ValidationError) as info:
+            MemoryItem.from_dict(data)
+        assert info.value.field == field, data
+    with pytest.raises(ValidationError) as info:
+        MemoryItem.from_dict(["content"])  # type: ignore[arg-type]
+    assert info.value.field == "data"
+    with pytest.raises(TypeError):  # an unknown key is still a TypeError, as in calute
+        MemoryItem.from_dict({"content": "x", "bogus": 1})
+    item = MemoryItem.from_dict({"content": "x", "timestamp": "2024-01-01T00:00:00", "last_accessed": None})
+    assert item.timestamp.tzinfo is not None and item.last_accessed is None
+
+
 def test_public_names():
     for name in ("CortexMemory", "ContextualMemory", "ShortTermMemory", "LongTermMemory", "UserMemory"):
         assert name in cortex_pg.__all__

@@ -20,6 +20,20 @@ from cortex_pg.entities.extract import Relation, extract, extract_entities, vali
         ("I bought an iPhone on Monday.", ["iPhone"], ["I", "Monday"]),
         ("Carol Ann Smith lives in New York City", ["Carol Ann Smith", "New York City"], ["New York"]),
         ("Johnson & Johnson hired Dave.", ["Johnson & Johnson", "Dave"], []),
+        # sentence-initial common words are not entities; "The" + a capitalised word is a name
+        ("Later, Bob called. Plan the launch with Alice.", ["Bob", "Alice"], ["Later", "Plan"]),
+        ("Meeting went well. Status: green. Later Bob left.", ["Bob"], ["Meeting", "Status", "Later Bob"]),
+        ("The Company hired Bob.", ["The Company", "Bob"], ["Company", "The"]),
+        ("The IBM team met on Monday.", ["IBM"], ["The IBM", "The"]),
+        ("Meet Bob Bob works at Globex Inc", ["Bob", "Globex Inc"], ["Meet Bob", "Bob Bob", "Meet Bob Bob"]),
+        ("Grace prefers Rust. Frank likes Python.", ["Grace", "Rust", "Frank", "Python"], []),
+        # apostrophe names
+        (
+            "Mr. O'Brien met D'Angelo at L'Oréal.",
+            ["O'Brien", "D'Angelo", "L'Oréal"],
+            ["Brien", "Angelo", "O"],
+        ),
+        ("O'Brien's car is red. I'm sure I'll go.", ["O'Brien"], ["O'Brien's", "I'm", "I'll"]),
     ],
 )
 def test_entity_table(sentence, present, absent):
@@ -64,6 +78,13 @@ def test_kinds_and_determinism():
     )
     assert [m.name for m in ex.entities] == ["Alice", "Acme Corp", "IBM", "Bob"]  # first-mention order
     assert ex.entities[1].offset == 15
+
+
+def test_apostrophe_names_are_people_not_organizations():
+    ex = extract("Sean O'Brien works at Acme Corp. D'Angelo knows Sean O'Brien.")
+    kinds = {m.name: m.kind for m in ex.entities}
+    assert kinds["Sean O'Brien"] == "person" and kinds["D'Angelo"] == "person"
+    assert Relation("Sean O'Brien", "works_at", "Acme Corp") in ex.relations
 
 
 def test_no_relation_without_the_phrase():

@@ -257,3 +257,106 @@ def test_persistence_across_processes(db_url, store):
     mem = EntityMemory(store, user_id="p")
     assert mem.get_entity_info("Alice")["relationships"] == [{"relation": "works_at", "target": "Acme Corp"}]
     assert mem.get_related_entities("Alice", 1) == {"Acme Corp"}
+
+
+def test_a_session_memory_sees_counts_and_deletes_only_its_session(store):
+    a = EntityMemory(store, user_id="cal2", session_id="A/entities")
+    b = EntityMemory(store, user_id="cal2", session_id="B/entities")
+    whole = EntityMemory(store, user_id="cal2")  # no session: every session of the user
+    a1 = a.save("Alice works at Acme Corp", metadata={"topic": "work"})
+    b1 = b.save("Meet Bob. Bob works at Globex Inc", metadata={"topic": "work"})
+    b.save("Alice knows Bob", metadata={"topic": "people"})
+    assert len(a) == 1 and len(b) == 2 and len(whole) == 3
+    assert [i.memory_id for i in a.retrieve(filters={"topic": "work"})] == [a1.memory_id]
+    assert a.retrieve(b1.memory_id) is None and b.retrieve(b1.memory_id).memory_id == b1.memory_id
+    assert [h.memory_id for h in a.search("Bob")] == [] and len(b.search("Bob")) == 2
+    assert [h.memory_id for h in a.search("Globex meeting")] == []  # full-text path too
+    assert a.get_entity_info("Bob") == {"mentions": [], "relationships": []}
+    alice_a = a.get_entity_info("Alice")
+    assert alice_a["frequency"] == 1 and alice_a["mentions"] == [a1.memory_id]
+    assert alice_a["relationships"] == [{"relation": "works_at", "target": "Acme Corp"}]
+    assert whole.get_entity_info("Alice")["frequency"] == 2
+    assert a.get_related_entities("Alice", 2) == {"Acme Corp"}
+    assert b.get_related_entities("Alice", 2) == {"Bob", "Globex Inc"}
+    assert set(a.entity_graph().nodes) == {"Alice", "Acme Corp"}
+    # updates and deletes by id or by filters never reach another session
+    assert a.update(b1.memory_id, {"metadata": {"x": 1}}) is False
+    assert a.delete(b1.memory_id) == 0
+    assert a.delete(filters={"topic": "work"}) == 1
+    assert len(b) == 2
+    a.save("Carol works at Acme Corp")
+    a.clear()
+    assert len(a) == 0 and len(b) == 2
+    assert b.get_entity_info("Bob")["frequency"] == 2
+    assert whole.get_entity_info("Alice")["frequency"] == 1  # B's mention of Alice is kept
+
+
+def test_explicit_entities_one_string_is_one_entity(em):
+    item = em.save("Xavier called about the offer", entities="Xavier")
+    assert item.metadata["entities"] == ["Xavier"]
+    assert em.get_entity_info("X") == {"mentions": [], "relationships": []}
+    assert em.get_entity_info("Xavier")["frequency"] == 1
+    assert em.save("Yann and Zoe met", entities=("Yann", "Zoe")).metadata["entities"] == ["Yann", "Zoe"]
+    assert [h.memory_id for h in em.search("who?", entity_filter="Xavier")] == [item.memory_id]
+    for bad in (42, {"Xavier": 1}, b"Xavier", ["Xavier", 3], ["  "]):
+        with pytest.raises(ValidationError) as info:
+            em.save("Xavier again", entities=bad)
+        assert info.value.field == "entities"
+    with pytest.raises(ValidationError):
+        em.update(item.memory_id, {"entities": 7})
+    assert em.update(item.memory_id, {"entities": "Xavier Dupont"}) is True
+    assert em.retrieve(item.memory_id).metadata["entities"] == ["Xavier Dupont"]
+
+
+def _employers(em, **kw):
+    return [
+        r["target"] for r in em.get_entity_info("Alice", **kw)["relationships"] if r["relation"] == "works_at"
+    ]
+
+
+def test_deleting_the_closing_fact_reopens_the_fact_it_closed(store, em):
+    em.save("Alice works at Acme Corp", time="2024-01-01T00:00:00Z")
+    beta = em.save("Alice works at Beta Labs", time="2024-06-01T00:00:00Z")
+    assert _employers(em) == ["Beta Labs"]
+    assert em.delete(beta.memory_id) == 1
+    assert _employers(em) == ["Acme Corp"]
+    acme = [r for r in em.graph.relationships("u", "Alice", history=True) if r.target == "Acme Corp"]
+    assert len(acme) == 1 and acme[0].valid_to is None
+    # the same through SQL: the trigger path
+    beta = em.save("Alice works at Beta Labs", time="2024-06-01T00:00:00Z")
+    assert _employers(em) == ["Beta Labs"]
+    with store.engine.begin() as conn:
+        conn.execute(
+            text("DELETE FROM cortex.notes WHERE user_id = 'u' AND id = :id"), {"id": beta.memory_id}
+        )
+    assert _employers(em) == ["Acme Corp"]
+
+
+def test_a_content_change_reopens_and_a_chain_gives_time_back(em):
+    em.save("Alice works at Acme Corp", time="2024-01-01T00:00:00Z", metadata={"n": 1})
+    beta = em.save("Alice works at Beta Labs", time="2024-06-01T00:00:00Z", metadata={"n": 2})
+    assert em.update(beta.memory_id, {"content": "Alice visited Beta Labs"}) is True
+    assert _employers(em) == ["Acme Corp"]
+    assert em.update(beta.memory_id, {"content": "Alice works at Beta Labs"}) is True
+    assert _employers(em) == ["Beta Labs"]  # said again: closes Acme again
+    carol = em.save("Alice works at Gamma Inc", time="2024-09-01T00:00:00Z", metadata={"n": 3})
+    # removing the middle fact: Acme gets Beta's time, up to Gamma
+    assert em.delete(beta.memory_id) == 1
+    assert _employers(em) == ["Gamma Inc"]
+    assert _employers(em, as_of="2024-07-01") == ["Acme Corp"]
+    # removing the last one: Acme is open again
+    assert em.delete(carol.memory_id) == 1
+    assert _employers(em) == ["Acme Corp"]
+
+
+def test_removing_a_chain_at_once_reopens_the_first_fact_left(em):
+    em.save("Alice works at Acme Corp", time="2024-01-01T00:00:00Z", metadata={"n": 1})
+    em.save("Alice works at Beta Labs", time="2024-06-01T00:00:00Z", metadata={"n": 2, "later": True})
+    em.save("Alice works at Gamma Inc", time="2024-09-01T00:00:00Z", metadata={"n": 3, "later": True})
+    assert em.delete(filters={"later": True}) == 2
+    assert _employers(em) == ["Acme Corp"]
+    # a fact still supported by another note is not removed and reopens nothing
+    em.save("Alice works at Beta Labs", time="2024-06-01T00:00:00Z", metadata={"n": 4})
+    other = em.save("Alice works at Beta Labs, said twice", time="2024-07-01T00:00:00Z", metadata={"n": 5})
+    em.delete(other.memory_id)
+    assert _employers(em) == ["Beta Labs"]

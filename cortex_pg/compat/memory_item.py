@@ -9,13 +9,23 @@ from __future__ import annotations
 
 import copy
 import uuid
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
 
+from cortex_pg.errors import ValidationError
 from cortex_pg.store.records import Note
 
 ITEM_FIELDS = ("agent_id", "task_id", "conversation_id")
+
+
+class UnknownFieldError(ValidationError, TypeError):
+    """:meth:`MemoryItem.from_dict` got a key that is not a field.
+
+    A :class:`~cortex_pg.errors.ValidationError` (``field`` = the key) that is also a
+    ``TypeError``, which is what calute raised for it.
+    """
 
 
 @dataclass
@@ -68,14 +78,44 @@ class MemoryItem:
         """Rebuild an item from :meth:`to_dict` output (ISO strings parsed; naive times are UTC).
 
         Raises:
-            TypeError: a key that is not a field (as calute).
+            ValidationError: ``data`` is not a mapping (field ``data``); ``content`` is missing
+                or not a string; ``timestamp`` / ``last_accessed`` is neither a datetime nor an
+                ISO 8601 string (``last_accessed`` may be None); ``metadata`` is not a mapping.
+            UnknownFieldError: a key that is not a field (a ValidationError and, as in calute,
+                a TypeError).
         """
+        if not isinstance(data, Mapping):
+            raise ValidationError("data", f"must be a dict, got {type(data).__name__}")
         values = dict(data)
+        known = {f.name for f in fields(cls)}
+        for key in values:
+            if key not in known:
+                raise UnknownFieldError(str(key), "not a MemoryItem field")
+        if "content" not in values:
+            raise ValidationError("content", "required")
+        if not isinstance(values["content"], str):
+            raise ValidationError("content", f"must be a string, got {type(values['content']).__name__}")
         for key in ("timestamp", "last_accessed"):
-            if isinstance(values.get(key), str):
-                parsed = datetime.fromisoformat(values[key])
-                values[key] = parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+            if key in values:
+                values[key] = _instant(values[key], key, optional=key == "last_accessed")
+        if values.get("metadata") is not None and not isinstance(values["metadata"], Mapping):
+            raise ValidationError("metadata", f"must be a dict, got {type(values['metadata']).__name__}")
         return cls(**values)
+
+
+def _instant(value: object, key: str, *, optional: bool) -> datetime | None:
+    """A datetime from a datetime or an ISO 8601 string (naive = UTC); None only when ``optional``."""
+    if value is None and optional:
+        return None
+    if isinstance(value, datetime):
+        return value
+    if not isinstance(value, str):
+        raise ValidationError(key, f"must be an ISO 8601 string or a datetime, got {type(value).__name__}")
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValidationError(key, f"not an ISO 8601 date-time: {value[:40]!r}") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def item_from_note(note: Note, score: float = 1.0, *, access_bump: int = 0) -> MemoryItem:

@@ -4,8 +4,15 @@ Entities (offline, improving on calute's ``EntityMemory._extract_entities``):
     * runs of capitalised words, joined by single spaces (or ``&``): "Acme Corp",
       "New York", "Johnson & Johnson". A sentence-initial stop word ("The", "This", "When",
       "After", pronouns, ...) does not start an entity: "The meeting" gives nothing,
-      "When Alice left" gives Alice; mid-sentence a capitalised "The" is part of a name
-      ("joined The Company" gives "The Company");
+      "When Alice left" gives Alice; "The" followed by a capitalised word is part of the name
+      anywhere ("The Company hired Bob" and "joined The Company" give "The Company");
+    * a sentence-initial common word (:data:`LEAD_WORDS`: "Later", "Meet", "Please", ...) does
+      not start an entity either ("Meet Bob" gives Bob); a single capitalised word at the start
+      of a sentence that is a common English word (:data:`COMMON_WORDS`: "Plan", "Meeting",
+      "Status", ...) is not an entity. Words that are also common first names or product
+      names ("Grace", "Frank", "Python") are in neither list;
+    * names with an apostrophe after one capital: "O'Brien", "D'Angelo", "L'Oréal";
+    * a word repeated back to back ends a name ("Meet Bob Bob works" gives Bob);
     * acronyms and CamelCase names: "IBM", "OpenAI", "GitHub", "iPhone", "GPT-4";
     * quoted strings ("..." and curly quotes), 2-60 characters, as concepts;
     * possessives stripped ("Alice's" and "Acme Corp's" give Alice and Acme Corp);
@@ -109,6 +116,38 @@ STOP_WORDS = _words(
     """
 )
 
+#: Sentence-initial adverbs and imperative verbs: dropped from the start of a capitalised run
+#: at the start of a sentence, like :data:`STOP_WORDS`.
+LEAD_WORDS = _words(
+    """
+    Later Meanwhile However Finally Afterwards Anyway Besides Otherwise Therefore Thus Instead
+    Again Soon Sometimes Usually Often Never Always Recently Currently Overall Apparently
+    Hopefully Unfortunately Fortunately Basically Clearly Obviously Really Very Please Ask Call
+    Meet Send Email Schedule Plan Review Discuss Prepare Finish Complete Start Continue Buy
+    Book Order Pay Help Try Keep Give Take Bring Need Want Think Consider Remind Follow Share
+    Update Fix Build Test Deploy Run Move Change Set Put Open Close Look See Watch Visit Invite
+    Contact Confirm Summarize Summarise Research Explain Describe List Compare Draft Ping Study
+    Learn Investigate Evaluate Assess Identify Organize Organise Collect Gather Process
+    """
+)
+
+#: Common English words that are not an entity when alone at the start of a sentence
+#: ("Plan: ...", "Status update ...", "Meeting went well").
+COMMON_WORDS = LEAD_WORDS | _words(
+    """
+    Meeting Task Tasks Summary Result Results Status Notes Done Good Great Nice Sorry Agenda
+    Action Actions Goal Goals Idea Ideas Question Questions Answer Problem Problems Issue Issues
+    Bug Bugs Feature Features Project Projects Report Reports Team Teams Everyone Someone Nobody
+    Everything Something Nothing Anyone People Customer Customers User Users Sales Revenue Data
+    Analysis Budget Deadline Launch Release Feedback Decision Outcome Context Background Step
+    Steps Priority Risk Risks Cost Costs Price Time Work Weather Lunch Dinner Breakfast Morning
+    Afternoon Evening Night Week Month Year Most More Less Few Several Both Either Neither Other
+    Another Such Same Old Big Small Important Interesting Welcome Right Wrong True False Great
+    Overview Conclusion Reminder Todo Important Urgent Follow-up Draft Update Updates Progress
+    Went Got Made Said Told Asked Called Met Came Left Found Thought Felt Seemed Spent Tried
+    """
+)
+
 MONTHS_AND_DAYS = _words(
     """
     January February March April May June July August September October November December
@@ -135,7 +174,7 @@ _LOW = "a-zß-öø-ÿ"
 # Capitalised word, acronym or CamelCase ("Alice", "IBM", "OpenAI", "GPT-4"), or a lower-case
 # start with an inner capital ("iPhone", "eBay").
 _TOKEN = (
-    rf"(?:[{_UP}][{_LOW}0-9]*(?:[{_UP}][{_LOW}0-9]*)*(?:-[{_UP}{_LOW}0-9]+)*"
+    rf"(?:(?:[{_UP}]['’](?=[{_UP}]))?[{_UP}][{_LOW}0-9]*(?:[{_UP}][{_LOW}0-9]*)*(?:-[{_UP}{_LOW}0-9]+)*"
     rf"|[{_LOW}]+[{_UP}][{_UP}{_LOW}0-9]*)"
 )
 _POSSESSIVE = r"(?:['’]s\b|(?<=s)['’](?!\w))?"
@@ -204,7 +243,7 @@ def _sentence_starts(text: str, index: int) -> bool:
 
 
 def _is_acronym_or_camel(token: str) -> bool:
-    letters = token.replace("-", "")
+    letters = re.sub(r"^[^\W\d_]['’]", "", token).replace("-", "")  # "O'Brien" is not CamelCase
     return sum(ch.isupper() for ch in letters) >= 2 or (letters[:1].islower() and letters != letters.lower())
 
 
@@ -239,25 +278,57 @@ def extract_mentions(text: str) -> list[Mention]:
     for m in _RUN.finditer(text):
         # (offset, token) pairs of the run; "&" joins tokens but never starts or ends a name
         tokens = [(t.start() + m.start(1), t.group()) for t in re.finditer(r"\S+", m.group(1))]
-        if _sentence_starts(text, tokens[0][0]) and tokens[0][1] in STOP_WORDS:
-            tokens.pop(0)
-        while tokens and tokens[0][1] == "&":
-            tokens.pop(0)
-        while tokens and tokens[-1][1] == "&":
-            tokens.pop()
-        if not tokens:
-            continue
-        words = [t for _, t in tokens]
-        if len(words) == 1 and (
-            len(words[0]) < 2 or words[0] in MONTHS_AND_DAYS or words[0] in TITLES or words[0] in ROLE_WORDS
-        ):
-            continue
-        start = tokens[0][0]
-        name = " ".join(words)
-        spans.append((start, name, _entity_kind(name, text, start)))
+        # a word repeated back to back ("Meet Bob Bob works") ends one name and starts another
+        cuts = [i for i in range(1, len(tokens)) if tokens[i][1].lower() == tokens[i - 1][1].lower()]
+        for lo, hi in zip([0, *cuts], [*cuts, len(tokens)], strict=True):
+            span = _run_entity(text, tokens[lo:hi])
+            if span is not None:
+                spans.append(span)
     for start, name, kind in sorted(spans, key=lambda s: s[0]):
         add(name, kind, start)
     return list(found.values())
+
+
+def _run_entity(text: str, tokens: list[tuple[int, str]]) -> tuple[int, str, str] | None:
+    """The (offset, name, kind) of one capitalised run's ``(offset, token)`` pairs, or None."""
+    at_start = _sentence_starts(text, tokens[0][0])
+    if at_start and len(tokens) == 1 and tokens[0][1] in COMMON_WORDS:
+        return None
+    if (
+        at_start
+        and (tokens[0][1] in STOP_WORDS or tokens[0][1] in LEAD_WORDS)
+        and not _article_of_name(tokens)
+    ):
+        tokens = tokens[1:]
+    while tokens and tokens[0][1] == "&":
+        tokens = tokens[1:]
+    while tokens and tokens[-1][1] == "&":
+        tokens = tokens[:-1]
+    if not tokens:
+        return None
+    words = [t for _, t in tokens]
+    if len(words) == 1 and (
+        len(words[0]) < 2 or words[0] in MONTHS_AND_DAYS or words[0] in TITLES or words[0] in ROLE_WORDS
+    ):
+        return None
+    start = tokens[0][0]
+    name = " ".join(words)
+    return start, name, _entity_kind(name, text, start)
+
+
+def _article_of_name(tokens: list[tuple[int, str]]) -> bool:
+    """True for "The" + a capitalised word that can be part of a name ("The Company", not
+    "The IBM" or "The Monday")."""
+    if tokens[0][1] != "The" or len(tokens) < 2:
+        return False
+    nxt = tokens[1][1]
+    return not (
+        _is_acronym_or_camel(nxt)
+        or nxt in STOP_WORDS
+        or nxt in MONTHS_AND_DAYS
+        or nxt in ROLE_WORDS
+        or nxt == "&"
+    )
 
 
 def extract_entities(text: str) -> list[str]:

@@ -11,6 +11,14 @@ Differences from calute's in-memory class, all on purpose:
       enforce ``max_items`` either; the store always embeds notes).
 Filters are matched against the note's metadata (JSONB containment); ``agent_id``,
 ``task_id`` and ``conversation_id`` given to :meth:`EntityMemory.save` are kept there.
+
+Scope: an EntityMemory built with a ``session_id`` (as :class:`CortexMemory` builds its own,
+``"<scope>/entities"``) reads, counts, deletes and clears only the items of that
+``(user_id, session_id)``, and its entity views (``get_entity_info``,
+``get_related_entities``, ``entity_graph``) count only the mentions and facts said by those
+items. Without one it writes to session ``"default"`` and reads every session of the user.
+The entities and relationships themselves are stored per user: a single-valued fact said in
+one session still closes the contradicting fact said in another.
 """
 
 from __future__ import annotations
@@ -40,7 +48,9 @@ class EntityMemory:
     Args:
         store: the :class:`MemoryStore` to use; default ``MemoryStore.open()`` (embedded server).
         max_items, enable_embeddings: accepted for calute compatibility, not used.
-        user_id / session_id: the tenant and session written and read (default ``"default"``).
+        user_id: the tenant (default ``"default"``).
+        session_id: the session written and the only one read (see the module doc); None:
+            write to ``"default"``, read every session of the user.
         llm_extract: optional ``text -> dict`` for LLM extraction (see
             :mod:`cortex_pg.entities.extract`); default: offline heuristics.
     """
@@ -61,6 +71,8 @@ class EntityMemory:
         self.enable_embeddings = enable_embeddings
         self.user_id = validation.scope_id(user_id, "user_id")
         self.session_id = validation.scope_id(session_id, "session_id")
+        #: the session every read, count and delete is limited to; None = the whole user
+        self.scope_session: str | None = validation.optional_scope_id(session_id, "session_id")
         self.llm_extract = llm_extract
 
     # ------------------------------------------------------------------ calute API
@@ -73,6 +85,8 @@ class EntityMemory:
     ) -> MemoryItem:
         """Store a text, extract its entities (unless ``entities`` is given) and relations.
 
+        ``entities``: explicit entity names, a list (tuple, set) of non-blank strings or one
+        string, which is one entity (``"Xavier"``, not its letters); an empty list extracts.
         ``metadata["entities"]`` is set to the entity names. ``agent_id``, ``task_id`` and
         ``conversation_id`` keyword arguments are kept in the metadata; ``importance`` (in
         [0, 1]) and ``time`` (the memory's own time) go to the note. Saving the same content
@@ -80,10 +94,12 @@ class EntityMemory:
         indexing was interrupted).
 
         Raises:
-            ValidationError: bad content, metadata or keyword argument.
+            ValidationError: bad content, metadata, ``entities`` (another type, a blank or
+                non-string name) or keyword argument.
         """
         content = validation.content(content)
-        ex = extract(content, entities=list(entities) if entities else None, llm_extract=self.llm_extract)
+        names = entity_names(entities)
+        ex = extract(content, entities=names or None, llm_extract=self.llm_extract)
         meta = dict(validation.metadata(metadata))
         meta.update({k: kwargs[k] for k in ITEM_FIELDS if kwargs.get(k) is not None})
         meta["entities"] = ex.names
@@ -111,22 +127,34 @@ class EntityMemory:
     ) -> list[MemoryItem]:
         """Saved texts about the query's entities (``entity_filter`` or those extracted from ``query``).
 
+        ``entity_filter`` takes names as :meth:`save`'s ``entities`` does (one string is one name).
+
         Score (``relevance_score``) = fraction of the query entities the text mentions, in
         (0, 1], computed in SQL; best first, then newest. With no query entities: full-text
         search on the query's words, score = ts_rank_cd / (1 + ts_rank_cd) in [0, 1); a blank
         query returns [] (never "everything").
         """
         lim = validation.limit(limit)
-        targets = [entity_name(e, "entity_filter") for e in entity_filter] if entity_filter else []
+        targets = entity_names(entity_filter, "entity_filter")
         if not targets and isinstance(query, str) and query.strip():
             targets = extract(query, llm_extract=self.llm_extract).names
         if targets:
             rows = self.graph.notes_mentioning(
-                self.user_id, targets, limit=lim, memory_type=MEMORY_TYPE, filters=filters
+                self.user_id,
+                targets,
+                limit=lim,
+                memory_type=MEMORY_TYPE,
+                filters=filters,
+                session_id=self.scope_session,
             )
         elif isinstance(query, str) and query.strip():
             rows = self.graph.notes_matching_text(
-                self.user_id, query, limit=lim, memory_type=MEMORY_TYPE, filters=filters
+                self.user_id,
+                query,
+                limit=lim,
+                memory_type=MEMORY_TYPE,
+                filters=filters,
+                session_id=self.scope_session,
             )
         else:
             return []
@@ -168,8 +196,8 @@ class EntityMemory:
         reindex = "content" in updates or "entities" in updates
         ex = None
         if reindex:
-            names = updates.get("entities")
-            ex = extract(content, entities=list(names) if names else None, llm_extract=self.llm_extract)
+            names = entity_names(updates.get("entities"))
+            ex = extract(content, entities=names or None, llm_extract=self.llm_extract)
             meta["entities"] = ex.names
             fields["content"] = content
         if meta:
@@ -203,7 +231,8 @@ class EntityMemory:
         return int(rows[0]["n"])
 
     def clear(self) -> None:
-        """Delete every entity item of this user; entities no longer mentioned go with them."""
+        """Delete every entity item of this user (of this session, when the memory has one);
+        entities no longer mentioned go with them."""
         self._select(
             "WITH l AS (DELETE FROM cortex.notes n WHERE {where} RETURNING n.id), "
             "s AS (DELETE FROM cortex.stm_notes t WHERE t.user_id = :user_id AND t.id IN (SELECT id FROM l)) "
@@ -223,7 +252,7 @@ class EntityMemory:
             "target": <source>}``). For an unknown entity only ``mentions`` and
             ``relationships``, both empty (as calute).
         """
-        record = self.graph.entity(self.user_id, entity)
+        record = self.graph.entity(self.user_id, entity, session_id=self.scope_session)
         if record is None:
             return {"mentions": [], "relationships": []}
         info: dict[str, Any] = {
@@ -236,7 +265,9 @@ class EntityMemory:
             "mentions": record.mentions,
             "relationships": [],
         }
-        for rel in self.graph.relationships(self.user_id, record.name, as_of=as_of):
+        for rel in self.graph.relationships(
+            self.user_id, record.name, as_of=as_of, session_id=self.scope_session
+        ):
             if rel.source == record.name:
                 info["relationships"].append({"relation": rel.relation, "target": rel.target})
             else:
@@ -245,10 +276,13 @@ class EntityMemory:
 
     def get_related_entities(self, entity: str, max_depth: int = 2) -> set[str]:
         """Names of the entities within ``max_depth`` hops (either direction), the start excluded."""
-        return {r.name for r in self.graph.related_entities(self.user_id, entity, max_depth)}
+        related = self.graph.related_entities(self.user_id, entity, max_depth, session_id=self.scope_session)
+        return {r.name for r in related}
 
     def entity_graph(self, **kwargs: Any) -> Any:
-        """This user's graph as a ``networkx.MultiDiGraph`` (see :meth:`EntityStore.entity_graph`)."""
+        """This user's (session's) graph as a ``networkx.MultiDiGraph`` (see
+        :meth:`EntityStore.entity_graph`)."""
+        kwargs.setdefault("session_id", self.scope_session)
         return self.graph.entity_graph(self.user_id, **kwargs)
 
     def __len__(self) -> int:
@@ -256,7 +290,9 @@ class EntityMemory:
         return int(rows[0]["n"])
 
     def __repr__(self) -> str:
-        return f"EntityMemory(user_id={self.user_id!r}, max={self.max_items})"
+        return (
+            f"EntityMemory(user_id={self.user_id!r}, session_id={self.scope_session!r}, max={self.max_items})"
+        )
 
     # ------------------------------------------------------------------ helpers
     def _note(self, memory_id: object) -> Note | None:
@@ -264,7 +300,11 @@ class EntityMemory:
             note = self.store.get(validation.note_id(memory_id, "memory_id"), user_id=self.user_id)
         except NotFoundError:
             return None
-        return note if note.memory_type == MEMORY_TYPE else None
+        if note.memory_type != MEMORY_TYPE:
+            return None
+        if self.scope_session is not None and note.session_id != self.scope_session:
+            return None
+        return note
 
     def _select(
         self, template: str, filters: Mapping[str, Any] | None, *, write: bool = False, **params: Any
@@ -273,14 +313,36 @@ class EntityMemory:
 
         from cortex_pg.entities.sql import N_COLUMNS
 
-        where = "n.user_id = :user_id AND n.memory_type = :mt AND n.metadata @> CAST(:filters AS jsonb)"
+        where = (
+            "n.user_id = :user_id AND n.memory_type = :mt AND n.metadata @> CAST(:filters AS jsonb)"
+            " AND (CAST(:session_id AS text) IS NULL OR n.session_id = :session_id)"
+        )
         statement = template.format(cols=N_COLUMNS, where=where)
         values = {
             "user_id": self.user_id,
             "mt": MEMORY_TYPE,
+            "session_id": self.scope_session,
             "filters": json.dumps(validation.metadata(filters, "filters")),
             **params,
         }
         ctx = self.store.engine.begin() if write else self.store.engine.connect()
         with translate_db_errors(), ctx as conn:
             return [dict(r) for r in conn.execute(text(statement), values).mappings().all()]
+
+
+def entity_names(value: object, field: str = "entities") -> list[str]:
+    """Explicit entity names: None -> [], one string -> that one name, a list / tuple / set
+    of strings -> the names (blank-free, in order).
+
+    Raises:
+        ValidationError: another type (a dict, bytes, a number, ...), or a blank, non-string
+            or over-long name.
+    """
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [entity_name(value, field)]
+    if not isinstance(value, list | tuple | set | frozenset):
+        raise ValidationError(field, f"must be a string or a list of strings, got {type(value).__name__}")
+    items = sorted(value, key=str) if isinstance(value, set | frozenset) else value
+    return [entity_name(v, field) for v in items]

@@ -173,11 +173,20 @@ class EntityStore:
             return int(c.execute(text(sql.FORGET_NOTES), {"user_id": uid, "note_ids": ids}).scalar_one())
 
     # ------------------------------------------------------------------ reads
-    def entity(self, user_id: str, name: str) -> EntityRecord | None:
-        """The entity with this (normalised) name, or None."""
+    def entity(self, user_id: str, name: str, *, session_id: str | None = None) -> EntityRecord | None:
+        """The entity with this (normalised) name, or None.
+
+        Args:
+            session_id: count only the mentions by notes of this session (frequency, first /
+                last seen, contexts, mentions); None when that session never mentions it.
+        """
         uid, nm = validation.scope_id(user_id, "user_id"), entity_name(name)
+        sid = validation.optional_scope_id(session_id, "session_id")
+        statement = sql.ENTITY_INFO if sid is None else sql.ENTITY_INFO_IN_SESSION
         with translate_db_errors(), self.engine.connect() as c:
-            row = c.execute(text(sql.ENTITY_INFO), {"user_id": uid, "name": nm}).mappings().first()
+            row = (
+                c.execute(text(statement), {"user_id": uid, "name": nm, "session_id": sid}).mappings().first()
+            )
         if row is None:
             return None
         return EntityRecord(
@@ -215,17 +224,20 @@ class EntityStore:
         *,
         as_of: datetime | str | None = None,
         history: bool = False,
+        session_id: str | None = None,
     ) -> list[RelationshipRecord]:
         """Facts of a user (touching ``name`` as source or target, when given), oldest first.
 
         Args:
             as_of: the instant the facts must hold at (default now).
             history: every row, closed ones included (``as_of`` is then ignored).
+            session_id: only facts said (also) by a note of this session.
         """
         uid = validation.scope_id(user_id, "user_id")
         nm = None if name is None else entity_name(name)
         at = parse_instant(as_of, "as_of")
-        params = {"user_id": uid, "name": nm, "as_of": at, "history": bool(history)}
+        sid = validation.optional_scope_id(session_id, "session_id")
+        params = {"user_id": uid, "name": nm, "as_of": at, "history": bool(history), "session_id": sid}
         with translate_db_errors(), self.engine.connect() as c:
             rows = c.execute(text(sql.RELATIONSHIPS), params).mappings().all()
         return [
@@ -242,7 +254,13 @@ class EntityStore:
         ]
 
     def related_entities(
-        self, user_id: str, name: str, max_depth: int = 2, *, as_of: datetime | str | None = None
+        self,
+        user_id: str,
+        name: str,
+        max_depth: int = 2,
+        *,
+        as_of: datetime | str | None = None,
+        session_id: str | None = None,
     ) -> list[RelatedEntity]:
         """Entities within ``max_depth`` hops of ``name``, either direction, the start excluded.
 
@@ -251,6 +269,8 @@ class EntityStore:
 
         Args:
             max_depth: hops, 0..10 (0 returns nothing).
+            session_id: walk only the facts said by notes of this session (the facts are read
+                in one query and walked breadth-first here, same order as the SQL function).
 
         Returns:
             Nearest first (by depth, then name). Empty for an unknown name.
@@ -261,12 +281,39 @@ class EntityStore:
         uid, nm = validation.scope_id(user_id, "user_id"), entity_name(name)
         depth = _depth(max_depth)
         at = parse_instant(as_of, "as_of")
+        sid = validation.optional_scope_id(session_id, "session_id")
         if depth == 0:
             return []
+        if sid is not None:
+            return self._related_in_session(uid, nm, depth, at, sid)
         params = {"user_id": uid, "name": nm, "max_depth": depth, "as_of": at}
         with translate_db_errors(), self.engine.connect() as c:
             rows = c.execute(text(sql.RELATED), params).mappings().all()
         return [RelatedEntity(r["name"], r["kind"], int(r["depth"])) for r in rows]
+
+    def _related_in_session(
+        self, uid: str, name: str, depth: int, at: datetime | None, sid: str
+    ) -> list[RelatedEntity]:
+        params = {"user_id": uid, "as_of": at, "session_id": sid}
+        with translate_db_errors(), self.engine.connect() as c:
+            rows = c.execute(text(sql.SESSION_EDGES), params).mappings().all()
+        names: dict[str, tuple[str, str]] = {}
+        neighbours: dict[str, set[str]] = {}
+        for r in rows:
+            s, t = fold(r["source"]), fold(r["target"])
+            names.setdefault(s, (r["source"], r["source_kind"]))
+            names.setdefault(t, (r["target"], r["target_kind"]))
+            neighbours.setdefault(s, set()).add(t)
+            neighbours.setdefault(t, set()).add(s)
+        start = fold(name)
+        seen = {start: 0}
+        frontier = [start]
+        for level in range(1, depth + 1):
+            frontier = sorted({n for f in frontier for n in neighbours.get(f, ()) if n not in seen})
+            for n in frontier:
+                seen[n] = level
+        found = [RelatedEntity(names[k][0], names[k][1], d) for k, d in seen.items() if k != start]
+        return sorted(found, key=lambda e: (e.depth, e.name))
 
     def notes_mentioning(
         self,
@@ -276,6 +323,7 @@ class EntityStore:
         limit: int = 10,
         memory_type: str | None = None,
         filters: Mapping[str, Any] | None = None,
+        session_id: str | None = None,
     ) -> list[dict[str, Any]]:
         """LTM notes that mention any of ``names``, scored in SQL by the fraction mentioned.
 
@@ -291,6 +339,7 @@ class EntityStore:
             limit,
             memory_type,
             filters,
+            session_id,
         )
 
     def notes_matching_text(
@@ -301,8 +350,12 @@ class EntityStore:
         limit: int = 10,
         memory_type: str | None = None,
         filters: Mapping[str, Any] | None = None,
+        session_id: str | None = None,
     ) -> list[dict[str, Any]]:
-        """LTM notes whose full text matches any lexeme of ``query``; score = ts_rank_cd/(1+ts_rank_cd)."""
+        """LTM notes whose full text matches any lexeme of ``query``; score = ts_rank_cd/(1+ts_rank_cd).
+
+        ``session_id`` (here and in :meth:`notes_mentioning`): only notes of that session.
+        """
         return self._notes(
             sql.NOTES_BY_TEXT,
             user_id,
@@ -310,6 +363,7 @@ class EntityStore:
             limit,
             memory_type,
             filters,
+            session_id,
         )
 
     def _notes(
@@ -320,9 +374,11 @@ class EntityStore:
         limit: int,
         memory_type: str | None,
         filters: Mapping[str, Any] | None,
+        session_id: str | None = None,
     ) -> list[dict[str, Any]]:
         params = {
             "user_id": validation.scope_id(user_id, "user_id"),
+            "session_id": validation.optional_scope_id(session_id, "session_id"),
             "limit": validation.limit(limit),
             "memory_type": None if memory_type is None else validation.memory_type(memory_type),
             "filters": json.dumps(validation.metadata(filters, "filters")),
@@ -332,13 +388,20 @@ class EntityStore:
             return [dict(r) for r in c.execute(text(statement), params).mappings().all()]
 
     def entity_graph(
-        self, user_id: str, *, as_of: datetime | str | None = None, history: bool = False
+        self,
+        user_id: str,
+        *,
+        as_of: datetime | str | None = None,
+        history: bool = False,
+        session_id: str | None = None,
     ) -> networkx.MultiDiGraph:
         """The user's knowledge graph as a ``networkx.MultiDiGraph`` (for analytics and drawing).
 
         Nodes are entity names (attributes kind, frequency, first_seen, last_seen); edges
         ``source -> target`` keyed by relation (attributes weight, valid_from, valid_to).
-        Only facts valid at ``as_of`` (default now) unless ``history``.
+        Only facts valid at ``as_of`` (default now) unless ``history``. With ``session_id``,
+        only the entities mentioned and the facts said by notes of that session (node counters
+        over those notes).
 
         Raises:
             CortexPGError: networkx is not installed (``pip install 'cortex-pg[graph]'``).
@@ -350,9 +413,11 @@ class EntityStore:
                 "entity_graph needs networkx; install it with `pip install 'cortex-pg[graph]'`"
             ) from exc
         uid = validation.scope_id(user_id, "user_id")
+        sid = validation.optional_scope_id(session_id, "session_id")
         graph = nx.MultiDiGraph(user_id=uid)
+        nodes = sql.GRAPH_NODES if sid is None else sql.GRAPH_NODES_IN_SESSION
         with translate_db_errors(), self.engine.connect() as c:
-            for r in c.execute(text(sql.GRAPH_NODES), {"user_id": uid}).mappings():
+            for r in c.execute(text(nodes), {"user_id": uid, "session_id": sid}).mappings():
                 graph.add_node(
                     r["name"],
                     kind=r["kind"],
@@ -360,7 +425,7 @@ class EntityStore:
                     first_seen=r["first_seen"],
                     last_seen=r["last_seen"],
                 )
-        for rel in self.relationships(uid, as_of=as_of, history=history):
+        for rel in self.relationships(uid, as_of=as_of, history=history, session_id=sid):
             graph.add_edge(
                 rel.source,
                 rel.target,

@@ -11,6 +11,26 @@ from cortex_pg.store.sql import NOTE_COLUMNS
 
 N_COLUMNS = ", ".join("n." + c.strip() for c in NOTE_COLUMNS.split(","))
 
+
+def in_session(user: str, note_id: str) -> str:
+    """SQL test: note ``note_id`` of tenant ``user`` (SQL expressions) is in session
+    ``:session_id`` (LTM or STM), or ``:session_id`` is NULL (every session)."""
+    return (
+        "(CAST(:session_id AS text) IS NULL"
+        f" OR EXISTS (SELECT 1 FROM cortex.notes sn WHERE sn.user_id = {user} AND sn.id = {note_id}"
+        " AND sn.session_id = :session_id)"
+        f" OR EXISTS (SELECT 1 FROM cortex.stm_notes ss WHERE ss.user_id = {user} AND ss.id = {note_id}"
+        " AND ss.session_id = :session_id))"
+    )
+
+
+# A relationship said (also) by a note of session :session_id, or any one when it is NULL.
+REL_IN_SESSION = (
+    "(CAST(:session_id AS text) IS NULL OR EXISTS (SELECT 1 FROM unnest(r.note_ids) AS rn(id) WHERE "
+    + in_session("r.user_id", "rn.id")
+    + "))"
+)
+
 # Statement 1 of indexing a note: make sure every entity exists (and lock its row until the
 # transaction ends, in name order so that concurrent writers do not deadlock). A better kind
 # than 'other' replaces 'other'.
@@ -71,6 +91,26 @@ WHERE s.user_id = :user_id AND s.normalized_name = cortex.normalize_entity_name(
 
 FORGET_NOTES = "SELECT cortex.forget_note_entities(:user_id, CAST(:note_ids AS uuid[]))"
 
+# ENTITY_INFO counted over the mentions by notes of session :session_id only (no row when the
+# session never mentions the entity).
+ENTITY_INFO_IN_SESSION = f"""
+WITH m AS (
+    SELECT m.entity_id, m.note_id, m.snippet, m.mentioned_at
+    FROM cortex.entities e
+    JOIN cortex.entity_mentions m ON m.user_id = e.user_id AND m.entity_id = e.id
+    WHERE e.user_id = :user_id AND e.normalized_name = cortex.normalize_entity_name(:name)
+      AND {in_session("m.user_id", "m.note_id")}
+)
+SELECT e.id, e.name, e.kind, min(m.mentioned_at) AS first_seen, max(m.mentioned_at) AS last_seen,
+       count(*) AS frequency,
+       ARRAY(SELECT t.snippet FROM (SELECT m2.snippet, m2.mentioned_at, m2.note_id FROM m m2
+                                    ORDER BY m2.mentioned_at DESC, m2.note_id DESC LIMIT 10) t
+             ORDER BY t.mentioned_at, t.note_id) AS contexts,
+       ARRAY(SELECT CAST(m3.note_id AS text) FROM m m3 ORDER BY m3.mentioned_at, m3.note_id) AS mentions
+FROM m JOIN cortex.entities e ON e.user_id = :user_id AND e.id = m.entity_id
+GROUP BY e.id, e.name, e.kind
+"""
+
 ENTITY_INFO = """
 SELECT e.id, e.name, e.kind, e.first_seen, e.last_seen, e.frequency, e.contexts,
        ARRAY(SELECT CAST(m.note_id AS text) FROM cortex.entity_mentions m
@@ -89,7 +129,7 @@ LIMIT :limit
 """
 
 # Facts valid at :as_of (default now): valid_from <= as_of < valid_to; or every row (:history).
-RELATIONSHIPS = """
+RELATIONSHIPS = f"""
 SELECT r.id, s.name AS source, r.relation, t.name AS target, r.weight, r.valid_from, r.valid_to,
        CAST(r.source_note_id AS text) AS source_note_id, r.created_at,
        s.normalized_name = cortex.normalize_entity_name(CAST(:name AS text)) AS outgoing
@@ -102,7 +142,22 @@ WHERE r.user_id = :user_id
        OR t.normalized_name = cortex.normalize_entity_name(CAST(:name AS text)))
   AND (:history OR (r.valid_from <= coalesce(CAST(:as_of AS timestamptz), now())
                     AND (r.valid_to IS NULL OR r.valid_to > coalesce(CAST(:as_of AS timestamptz), now()))))
+  AND {REL_IN_SESSION}
 ORDER BY r.valid_from, r.id
+"""
+
+# The edges (valid at :as_of, default now) said by notes of session :session_id, both ends'
+# names and kinds: the graph that EntityStore.related_entities walks for one session.
+SESSION_EDGES = f"""
+SELECT s.name AS source, s.kind AS source_kind, t.name AS target, t.kind AS target_kind
+FROM cortex.relationships r
+JOIN cortex.entities s ON s.user_id = r.user_id AND s.id = r.source_id
+JOIN cortex.entities t ON t.user_id = r.user_id AND t.id = r.target_id
+WHERE r.user_id = :user_id
+  AND r.valid_from <= coalesce(CAST(:as_of AS timestamptz), now())
+  AND (r.valid_to IS NULL OR r.valid_to > coalesce(CAST(:as_of AS timestamptz), now()))
+  AND {REL_IN_SESSION}
+ORDER BY r.id
 """
 
 RELATED = """
@@ -129,6 +184,7 @@ JOIN cortex.notes n ON n.user_id = :user_id AND n.id = h.note_id
 WHERE n.merged_into IS NULL
   AND (CAST(:memory_type AS text) IS NULL OR n.memory_type = :memory_type)
   AND n.metadata @> CAST(:filters AS jsonb)
+  AND (CAST(:session_id AS text) IS NULL OR n.session_id = :session_id)
 ORDER BY score DESC, n.created_at DESC, n.id
 LIMIT :limit
 """
@@ -144,6 +200,7 @@ FROM cortex.notes n, q
 WHERE n.user_id = :user_id AND n.tsv @@ q.tsq AND n.merged_into IS NULL
   AND (CAST(:memory_type AS text) IS NULL OR n.memory_type = :memory_type)
   AND n.metadata @> CAST(:filters AS jsonb)
+  AND (CAST(:session_id AS text) IS NULL OR n.session_id = :session_id)
 ORDER BY score DESC, n.created_at DESC, n.id
 LIMIT :limit
 """
@@ -151,4 +208,15 @@ LIMIT :limit
 GRAPH_NODES = """
 SELECT e.id, e.name, e.kind, e.frequency, e.first_seen, e.last_seen
 FROM cortex.entities e WHERE e.user_id = :user_id ORDER BY e.id
+"""
+
+# GRAPH_NODES of one session: the entities its notes mention, counted over those notes.
+GRAPH_NODES_IN_SESSION = f"""
+SELECT e.id, e.name, e.kind, count(*) AS frequency, min(m.mentioned_at) AS first_seen,
+       max(m.mentioned_at) AS last_seen
+FROM cortex.entities e
+JOIN cortex.entity_mentions m ON m.user_id = e.user_id AND m.entity_id = e.id
+WHERE e.user_id = :user_id AND {in_session("m.user_id", "m.note_id")}
+GROUP BY e.id, e.name, e.kind
+ORDER BY e.id
 """

@@ -15,13 +15,17 @@ Database: ``database_url`` names an external PostgreSQL; ``persistence_path`` th
 directory of the embedded server (shared with other processes, left running on close);
 with neither, a fresh embedded server in a temporary directory is started and then stopped
 and removed by :meth:`CortexMemory.close` — an ephemeral memory, like calute's default.
+An ephemeral memory that is never closed is stopped and removed when the interpreter exits
+(an ``atexit`` hook, unregistered by ``close``; a process killed by a signal skips it).
 """
 
 from __future__ import annotations
 
+import atexit
+import functools
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +90,7 @@ class CortexMemory:
         self.scope = validation.scope_id(scope, "scope")
         self.persistence_path = persistence_path
         self._ephemeral_dir: Path | None = None
+        self._atexit_hook: Callable[[], None] | None = None
         self._owns_store = store is None
         if store is None:
             store = self._open(persistence_path, database_url, embedder)
@@ -120,11 +125,21 @@ class CortexMemory:
                 embedded.start(Path(path).expanduser().resolve()), embedder=embedder, auto_migrate=True
             )
         self._ephemeral_dir = Path(tempfile.mkdtemp(prefix="cortex-pg-calute-"))
+        # registered before the server starts, so that a failure half-way is cleaned up too
+        self._atexit_hook = functools.partial(_remove_ephemeral_dir, self._ephemeral_dir, None)
+        atexit.register(self._atexit_hook)
         try:
-            return MemoryStore.open(embedded.start(self._ephemeral_dir), embedder=embedder, auto_migrate=True)
+            store = MemoryStore.open(
+                embedded.start(self._ephemeral_dir), embedder=embedder, auto_migrate=True
+            )
         except BaseException:
             self._remove_ephemeral()
             raise
+        # at exit, close the store's connections before the server stops
+        atexit.unregister(self._atexit_hook)
+        self._atexit_hook = functools.partial(_remove_ephemeral_dir, self._ephemeral_dir, store)
+        atexit.register(self._atexit_hook)
+        return store
 
     def close(self) -> None:
         """Release the connections; an ephemeral database (no path, no URL) is stopped and deleted."""
@@ -133,11 +148,13 @@ class CortexMemory:
         self._remove_ephemeral()
 
     def _remove_ephemeral(self) -> None:
+        if self._atexit_hook is not None:
+            atexit.unregister(self._atexit_hook)
+            self._atexit_hook = None
         if self._ephemeral_dir is not None:
             try:
-                embedded.stop(self._ephemeral_dir)
+                _remove_ephemeral_dir(self._ephemeral_dir, None)
             finally:
-                shutil.rmtree(self._ephemeral_dir, ignore_errors=True)
                 self._ephemeral_dir = None
 
     def __enter__(self) -> CortexMemory:
@@ -208,8 +225,9 @@ class CortexMemory:
         task_metadata: Mapping[str, Any] | None = None,
     ) -> None:
         """Remember a task's result: short-term ``"Task completed: <task[:100]> - Result:
-        <result[:200]>"`` (always), long-term ``result`` when ``importance >= 0.7``, entities of
-        ``"<task> <result>"``, and the contextual memory (routed by importance). Metadata:
+        <result[:200]>"`` (always), long-term ``result`` when ``importance >= 0.7``, entity memory
+        ``"<task> <result>"`` (entities extracted from the task and the result apart), and the
+        contextual memory (routed by importance). Metadata:
         ``task_metadata`` (copied, not changed) plus ``task`` (100 characters) and ``agent_role``.
 
         Raises:
@@ -229,7 +247,12 @@ class CortexMemory:
         if self.long_term is not None and imp >= TASK_LTM_THRESHOLD:
             self.long_term.save(result, meta, agent_id=agent_role, importance=imp)
         if self.entity_memory is not None:
-            self.entity_memory.save(f"{task_description} {result}", meta, agent_id=agent_role)
+            # entities of the task and of the result, each read as its own text: joined, a
+            # sentence-initial word of the result ("Later, ...") would be mid-sentence
+            names = list(dict.fromkeys(extract(task_description).names + extract(result).names))
+            self.entity_memory.save(
+                f"{task_description} {result}", meta, entities=names or None, agent_id=agent_role
+            )
         self.contextual.save(result, meta, importance=imp, agent_id=agent_role)
 
     def save_agent_interaction(
@@ -325,3 +348,20 @@ class CortexMemory:
 
     def __repr__(self) -> str:
         return f"CortexMemory(user_id={self.user_id!r}, scope={self.scope!r})"
+
+
+def _remove_ephemeral_dir(directory: Path, store: MemoryStore | None) -> None:
+    """Stop the embedded server of ``directory`` and delete it (``store`` closed first, when given).
+
+    Idempotent: a directory already removed (or a server already stopped) is left as it is.
+    Used by :meth:`CortexMemory.close` and, for a memory never closed, at interpreter exit.
+    """
+    try:
+        if store is not None:
+            store.close()
+    finally:
+        try:
+            if directory.exists():
+                embedded.stop(directory)
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)

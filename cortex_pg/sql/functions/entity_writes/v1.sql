@@ -23,7 +23,12 @@
 --     last_seen / contexts are rebuilt from the remaining mentions; relationships lose the
 --     note from note_ids and 1 of weight per note, and go when no weight is left; entities
 --     left with no mention go (their relationships with them, by cascade).
---     Facts that a removed fact had closed are not reopened.
+--     A removed fact gives its time back: the fact of the same source and relation that it
+--     had closed (the one whose valid_to falls in the removed fact's [valid_from, valid_to),
+--     latest first) and that still has support gets the removed fact's valid_to, so it is
+--     open again (valid_to NULL) when the removed fact was. Deleting note 2 "Alice works at
+--     Beta Labs" gives Alice back her Acme Corp job from note 1. Removed facts are handled
+--     oldest first, so removing a chain of them at once reopens the first fact left.
 --
 --   Triggers notes_forget_entities / stm_notes_forget_entities (AFTER DELETE, per
 --   statement): call forget_note_entities for deleted ids that are now in neither tier
@@ -87,6 +92,8 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_removed integer;
     v_touched bigint[];
+    v_gone jsonb;
+    g record;
 BEGIN
     WITH gone AS (
         DELETE FROM cortex.entity_mentions m
@@ -104,9 +111,13 @@ BEGIN
     SELECT coalesce(sum(k), 0)::int, coalesce(array_agg(id), '{}') INTO v_removed, v_touched FROM upd;
 
     -- relationships said only by these notes go; the others lose them from their evidence
-    DELETE FROM cortex.relationships r
-    WHERE r.user_id = p_user_id AND r.note_ids && p_note_ids
-      AND r.weight - (SELECT count(*) FROM unnest(r.note_ids) x WHERE x = ANY (p_note_ids)) <= 0;
+    WITH gone AS (
+        DELETE FROM cortex.relationships r
+        WHERE r.user_id = p_user_id AND r.note_ids && p_note_ids
+          AND r.weight - (SELECT count(*) FROM unnest(r.note_ids) x WHERE x = ANY (p_note_ids)) <= 0
+        RETURNING r.source_id, r.relation, r.valid_from, r.valid_to
+    )
+    SELECT coalesce(jsonb_agg(to_jsonb(gone)), '[]') INTO v_gone FROM gone;
     UPDATE cortex.relationships r
     SET weight = r.weight - (SELECT count(*) FROM unnest(r.note_ids) x WHERE x = ANY (p_note_ids)),
         note_ids = ARRAY(SELECT x FROM unnest(r.note_ids) x WHERE x <> ALL (p_note_ids)),
@@ -114,6 +125,29 @@ BEGIN
                               THEN (SELECT x FROM unnest(r.note_ids) x WHERE x <> ALL (p_note_ids) LIMIT 1)
                               ELSE r.source_note_id END
     WHERE r.user_id = p_user_id AND r.note_ids && p_note_ids;
+
+    -- the facts that removed facts had closed get their time back (see the header)
+    FOR g IN
+        SELECT * FROM jsonb_to_recordset(v_gone)
+            AS x(source_id bigint, relation text, valid_from timestamptz, valid_to timestamptz)
+        ORDER BY x.valid_from, x.valid_to NULLS LAST
+    LOOP
+        UPDATE cortex.relationships c
+        SET valid_to = g.valid_to
+        WHERE c.user_id = p_user_id
+          AND c.id = (SELECT p.id FROM cortex.relationships p
+                      WHERE p.user_id = p_user_id AND p.source_id = g.source_id
+                        AND p.relation = g.relation AND p.valid_to IS NOT NULL
+                        AND p.valid_to >= g.valid_from
+                        AND (g.valid_to IS NULL OR p.valid_to < g.valid_to)
+                      ORDER BY p.valid_to DESC, p.valid_from DESC, p.id DESC
+                      LIMIT 1)
+          AND (g.valid_to IS NOT NULL
+               OR NOT EXISTS (SELECT 1 FROM cortex.relationships o
+                              WHERE o.user_id = p_user_id AND o.source_id = c.source_id
+                                AND o.relation = c.relation AND o.target_id = c.target_id
+                                AND o.valid_to IS NULL));
+    END LOOP;
 
     DELETE FROM cortex.entities e
     WHERE e.user_id = p_user_id AND e.id = ANY (v_touched) AND e.frequency <= 0;
