@@ -70,3 +70,17 @@ def test_unknown_isolation_is_refused(db_url):
     with pytest.raises(ValidationError) as err:
         MemoryStore.open(db_url, embedder="hashing", isolation="tenant")
     assert err.value.field == "isolation"
+
+
+def test_facades_refuse_an_rls_store(rls_store):
+    from cortex_pg import AgenticMemorySystem, CortexMemory, EntityMemory, ShortTermMemory
+
+    for make in (
+        lambda: AgenticMemorySystem(store=rls_store, enable_background_processing=False),
+        lambda: CortexMemory(store=rls_store),
+        lambda: EntityMemory(store=rls_store),
+        lambda: ShortTermMemory(store=rls_store),
+    ):
+        with pytest.raises(ValidationError) as err:
+            make()
+        assert err.value.field == "store"

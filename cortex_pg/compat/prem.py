@@ -155,11 +155,8 @@ class AgenticMemorySystem:
         self.enable_smart_collections = enable_smart_collections
         self.enable_background_processing = enable_background_processing
         self._owns_store = store is None
-        if store is not None and store.isolation == "rls":
-            raise ValidationError(
-                "store",
-                "isolation='rls' stores serve the MemoryStore API only; its worker needs the owner role",
-            )
+        if store is not None:
+            store.require_owner(type(self).__name__)
         if store is None:
             store = MemoryStore.open(
                 database_url,

@@ -66,6 +66,7 @@ class EntityMemory:
         llm_extract: LlmExtract | None = None,
     ) -> None:
         self.store = store if store is not None else MemoryStore.open()
+        self.store.require_owner(type(self).__name__)
         self.graph = EntityStore(self.store.engine)
         self.max_items = max_items
         self.enable_embeddings = enable_embeddings

@@ -178,6 +178,18 @@ class MemoryStore:
             raise
         return store
 
+    def require_owner(self, user: str) -> None:
+        """Refuse an ``isolation="rls"`` store for ``user`` (a facade or worker that reads across
+        tenants, e.g. its job queue, and so needs the owner role).
+
+        Raises:
+            ValidationError: the store runs under RLS.
+        """
+        if self.isolation == "rls":
+            raise ValidationError(
+                "store", f"{user} needs the owner role; isolation='rls' stores serve the MemoryStore API only"
+            )
+
     def close(self) -> None:
         """Release the connection pool (the embedded server keeps running for other processes)."""
         self.engine.dispose()

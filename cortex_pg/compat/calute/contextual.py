@@ -96,6 +96,7 @@ class ContextualMemory:
         long_term_max_items: int = 10000,
     ) -> None:
         self.store = store if store is not None else MemoryStore.open()
+        self.store.require_owner(type(self).__name__)
         self.promotion_threshold = validation.limit(promotion_threshold, "promotion_threshold")
         self.importance_threshold = validation.unit_interval(importance_threshold, "importance_threshold")
         self.short_term = ShortTermMemory(

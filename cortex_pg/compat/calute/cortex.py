@@ -95,6 +95,7 @@ class CortexMemory:
         if store is None:
             store = self._open(persistence_path, database_url, embedder)
         self.store = store
+        self.store.require_owner(type(self).__name__)
         self.storage = None  # calute's SQLiteStorage slot; the database is the storage
         common = {"store": store, "user_id": self.user_id}
         self.short_term = (

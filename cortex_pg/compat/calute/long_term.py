@@ -76,6 +76,7 @@ class LongTermMemory(ShelfBacked):
         memory_type: str = MEMORY_TYPE,
     ) -> None:
         self.store = store if store is not None else MemoryStore.open()
+        self.store.require_owner(type(self).__name__)
         self.max_items = validation.limit(max_items, "max_items")
         if (
             isinstance(retention_days, bool)

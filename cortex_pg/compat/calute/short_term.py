@@ -57,6 +57,7 @@ class ShortTermMemory(ShelfBacked):
         memory_type: str = MEMORY_TYPE,
     ) -> None:
         self.store = store if store is not None else MemoryStore.open()
+        self.store.require_owner(type(self).__name__)
         self.capacity = validation.limit(capacity, "capacity")
         self.max_items = self.capacity
         self.enable_embeddings = enable_embeddings

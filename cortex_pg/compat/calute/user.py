@@ -54,6 +54,7 @@ class UserMemory:
         short_term_capacity: int = 20,
     ) -> None:
         self.store = store if store is not None else MemoryStore.open()
+        self.store.require_owner(type(self).__name__)
         self.session_id = validation.scope_id(session_id, "session_id")
         self.short_term_capacity = validation.limit(short_term_capacity, "short_term_capacity")
         self.user_memories: dict[str, ContextualMemory] = {}
