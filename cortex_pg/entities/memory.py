@@ -33,8 +33,8 @@ from cortex_pg.compat.memory_item import ITEM_FIELDS, MemoryItem, item_from_note
 from cortex_pg.entities.extract import LlmExtract, extract
 from cortex_pg.entities.repository import EntityStore, entity_name
 from cortex_pg.errors import NotFoundError, ValidationError, translate_db_errors
-from cortex_pg.store import MemoryStore, validation
-from cortex_pg.store.memory_store import note_from_row
+from cortex_pg.store import MemoryStore
+from cortex_pg.store.memory_store import facade_store, note_from_row, validation
 from cortex_pg.store.records import Note
 
 __all__ = ["MEMORY_TYPE", "EntityMemory", "MemoryItem", "item_from_note"]
@@ -65,8 +65,7 @@ class EntityMemory:
         session_id: str | None = None,
         llm_extract: LlmExtract | None = None,
     ) -> None:
-        self.store = store if store is not None else MemoryStore.open()
-        self.store.require_owner(type(self).__name__)
+        self.store = facade_store(store, type(self).__name__)
         self.graph = EntityStore(self.store.engine)
         self.max_items = max_items
         self.enable_embeddings = enable_embeddings

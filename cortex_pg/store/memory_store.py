@@ -1027,3 +1027,11 @@ def result_from_row(row: Mapping[str, Any]) -> SearchResult:
         entity_score=None if row.get("entity_score") is None else float(row["entity_score"]),
         entity_rank=row.get("entity_rank"),
     )
+
+
+def facade_store(store: MemoryStore | None, user: str) -> MemoryStore:
+    """The store a facade (calute, EntityMemory) works on: ``store``, else ``MemoryStore.open()``;
+    refused under RLS (see :meth:`MemoryStore.require_owner`)."""
+    chosen = store if store is not None else MemoryStore.open()
+    chosen.require_owner(user)
+    return chosen

@@ -35,7 +35,8 @@ from cortex_pg.compat.calute.long_term import LongTermMemory
 from cortex_pg.compat.calute.short_term import ShortTermMemory
 from cortex_pg.compat.memory_item import MemoryItem, item_from_note
 from cortex_pg.errors import ValidationError, translate_db_errors
-from cortex_pg.store import MemoryStore, validation
+from cortex_pg.store import MemoryStore
+from cortex_pg.store.memory_store import facade_store, validation
 
 CONTEXT_TYPE_WEIGHT = 0.5
 CONTEXT_WORDS_WEIGHT = 0.5
@@ -95,8 +96,7 @@ class ContextualMemory:
         stack_scope: str | None = None,
         long_term_max_items: int = 10000,
     ) -> None:
-        self.store = store if store is not None else MemoryStore.open()
-        self.store.require_owner(type(self).__name__)
+        self.store = facade_store(store, type(self).__name__)
         self.promotion_threshold = validation.limit(promotion_threshold, "promotion_threshold")
         self.importance_threshold = validation.unit_interval(importance_threshold, "importance_threshold")
         self.short_term = ShortTermMemory(

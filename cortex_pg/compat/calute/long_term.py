@@ -30,8 +30,8 @@ from cortex_pg.compat.calute.shelf import Shelf, ShelfBacked
 from cortex_pg.compat.calute.short_term import item_metadata
 from cortex_pg.compat.memory_item import MemoryItem, item_from_note
 from cortex_pg.errors import ValidationError, translate_db_errors
-from cortex_pg.store import MemoryStore, validation
-from cortex_pg.store.memory_store import note_from_row, vector_literal
+from cortex_pg.store import MemoryStore
+from cortex_pg.store.memory_store import facade_store, note_from_row, validation, vector_literal
 
 MEMORY_TYPE = "long_term"
 
@@ -75,8 +75,7 @@ class LongTermMemory(ShelfBacked):
         session_id: str | None = None,
         memory_type: str = MEMORY_TYPE,
     ) -> None:
-        self.store = store if store is not None else MemoryStore.open()
-        self.store.require_owner(type(self).__name__)
+        self.store = facade_store(store, type(self).__name__)
         self.max_items = validation.limit(max_items, "max_items")
         if (
             isinstance(retention_days, bool)

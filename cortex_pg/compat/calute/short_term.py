@@ -13,7 +13,8 @@ from typing import Any
 
 from cortex_pg.compat.calute.shelf import Shelf, ShelfBacked
 from cortex_pg.compat.memory_item import MemoryItem, item_from_note
-from cortex_pg.store import MemoryStore, validation
+from cortex_pg.store import MemoryStore
+from cortex_pg.store.memory_store import facade_store, validation
 
 MEMORY_TYPE = "short_term"
 
@@ -56,8 +57,7 @@ class ShortTermMemory(ShelfBacked):
         session_id: str | None = None,
         memory_type: str = MEMORY_TYPE,
     ) -> None:
-        self.store = store if store is not None else MemoryStore.open()
-        self.store.require_owner(type(self).__name__)
+        self.store = facade_store(store, type(self).__name__)
         self.capacity = validation.limit(capacity, "capacity")
         self.max_items = self.capacity
         self.enable_embeddings = enable_embeddings

@@ -22,7 +22,8 @@ from cortex_pg.compat.calute.contextual import ContextualMemory
 from cortex_pg.compat.memory_item import MemoryItem
 from cortex_pg.entities import EntityMemory
 from cortex_pg.errors import translate_db_errors
-from cortex_pg.store import MemoryStore, validation
+from cortex_pg.store import MemoryStore
+from cortex_pg.store.memory_store import facade_store, validation
 
 DEFAULT_PREFERENCES: dict[str, Any] = {
     "response_style": "balanced",
@@ -53,8 +54,7 @@ class UserMemory:
         session_id: str | None = None,
         short_term_capacity: int = 20,
     ) -> None:
-        self.store = store if store is not None else MemoryStore.open()
-        self.store.require_owner(type(self).__name__)
+        self.store = facade_store(store, type(self).__name__)
         self.session_id = validation.scope_id(session_id, "session_id")
         self.short_term_capacity = validation.limit(short_term_capacity, "short_term_capacity")
         self.user_memories: dict[str, ContextualMemory] = {}
