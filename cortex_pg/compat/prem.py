@@ -541,11 +541,18 @@ class AgenticMemorySystem:
 
         parsed = parse_links(_uuid.uuid4(), links)
         uid = v.scope_id(user_id, "user_id")
-        for link in parsed:
-            try:
-                self.store.get(link.target, user_id=uid)
-            except NotFoundError:
-                raise ValidationError(f"links[{str(link.target)!r}]", "no such note of this user") from None
+        targets = [str(link.target) for link in parsed]
+        with self.store.engine.connect() as conn:  # one query for every target
+            found = {
+                str(i)
+                for i in conn.execute(
+                    text("SELECT id FROM cortex.notes WHERE user_id = :u AND id = ANY(CAST(:ids AS uuid[]))"),
+                    {"u": uid, "ids": targets},
+                ).scalars()
+            }
+        for target in targets:
+            if target not in found:
+                raise ValidationError(f"links[{target!r}]", "no such note of this user")
 
     def _set_links(self, note_id: str, links: dict[str, Any]) -> None:
         self.store.update(note_id, links=links)
@@ -589,12 +596,12 @@ def _result_dict(r: SearchResult, links: dict[str, Any], weight: float) -> dict[
         out["temporal_weighted"] = True
     if r.context_score is not None:
         out["context_score"] = r.context_score
-    out["is_linked"] = r.is_linked
-    if r.is_linked:
-        out.update(
-            relationship_type=r.relationship_type,
-            relationship_strength=r.relationship_strength,
-            relationship_reason=r.relationship_reason,
-            linked_from=r.linked_from,
-        )
+    link_keys = (
+        "is_linked",
+        "linked_from",
+        "relationship_type",
+        "relationship_strength",
+        "relationship_reason",
+    )
+    out.update({k: val for k, val in r.to_dict().items() if k in link_keys})  # the shape SearchResult gives
     return out

@@ -36,17 +36,8 @@ from cortex_pg.store import sql, validation
 from cortex_pg.store.records import Note, SearchResult
 from cortex_pg.temporal import parse_instant, without_temporal_keywords
 
-UPDATABLE_FIELDS = (
-    "content",
-    "keywords",
-    "tags",
-    "context",
-    "category",
-    "metadata",
-    "importance",
-    "memory_type",
-    "time",
-)
+# every note field but the identity and scope ones (see validation.NOTE_FIELDS)
+UPDATABLE_FIELDS = tuple(f for f in validation.NOTE_FIELDS if f not in ("id", "user_id", "session_id"))
 
 
 def _tenant_scoped(fn):  # noqa: ANN001, ANN202
@@ -539,12 +530,7 @@ class MemoryStore:
         """
         nid = validation.note_id(id)
         uid = validation.optional_scope_id(user_id, "user_id")
-        for scope_field in ("session_id",):
-            if scope_field in fields:
-                given = fields.pop(scope_field)
-                current = self.get(nid, user_id=uid)
-                if given != getattr(current, scope_field):
-                    raise ImmutableFieldError(scope_field, "cannot be changed after a note is stored")
+        given_session = fields.pop("session_id", None)
         new_links = None
         if "links" in fields:
             from cortex_pg.evolution import links as note_links
@@ -576,6 +562,8 @@ class MemoryStore:
                 raise ValidationError("time", "must not be None")
         meta_patch = validation.metadata(fields.get("metadata")) if "metadata" in fields else None
         current = self.get(nid, user_id=uid)
+        if given_session is not None and given_session != current.session_id:
+            raise ImmutableFieldError("session_id", "cannot be changed after a note is stored")
         uid = current.user_id
         vector = None
         if "content" in sets and sets["content"] != current.content:
