@@ -437,3 +437,47 @@ class UserPreference(Base):
         PrimaryKeyConstraint("user_id"),
         CheckConstraint("jsonb_typeof(preferences) = 'object'", name="preferences_object"),
     )
+
+
+class Bm25Corpus(Base):
+    """A tenant's BM25 corpus statistics: current LTM notes and their total length (sum of
+    distinct lexemes); kept by the triggers of ``bm25_index/v1.sql``."""
+
+    __tablename__ = "bm25_corpus"
+
+    user_id: Mapped[str]
+    doc_count: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    total_length: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+
+    __table_args__ = (PrimaryKeyConstraint("user_id"),)
+
+
+class Bm25Term(Base):
+    """Document frequency of a lexeme among a tenant's current LTM notes (trigger-kept)."""
+
+    __tablename__ = "bm25_terms"
+
+    user_id: Mapped[str]
+    lexeme: Mapped[str]
+    df: Mapped[int]
+
+    __table_args__ = (PrimaryKeyConstraint("user_id", "lexeme"),)
+
+
+class Bm25Posting(Base):
+    """One (note, lexeme) of a tenant's inverted index: tf, dl and the impact that orders a
+    term's postings for candidate generation (trigger-kept)."""
+
+    __tablename__ = "bm25_postings"
+
+    user_id: Mapped[str]
+    note_id: Mapped[uuid.UUID]
+    lexeme: Mapped[str]
+    tf: Mapped[int]
+    dl: Mapped[int]
+    impact: Mapped[float]
+
+    __table_args__ = (
+        PrimaryKeyConstraint("user_id", "note_id", "lexeme"),
+        Index("ix_bm25_postings_impact", "user_id", "lexeme", text("impact DESC"), "note_id"),
+    )
