@@ -28,34 +28,44 @@ import numpy as np
 SEED = 20261130
 N_TENANTS = 100
 
-NAMES = (
+
+def _words(text: str, sep: str | None = None) -> tuple[str, ...]:
+    return tuple(text.split(sep))
+
+
+NAMES = _words(
     "Alice Bob Carol Dave Erin Frank Grace Heidi Ivan Judy Mallory Niaj Olivia Peggy Rupert Sybil Trent "
     "Victor Walter Yusuf Zara Maya Leo Priya Tomas Ines Kenji Amara Lucas Sofia Omar Hana Mateo Elena "
     "Noah Chloe Ravi Nadia Felix Greta"
-).split()
-LANGS = "Python TypeScript Rust Go Java Kotlin Elixir Haskell Scala Ruby C++ Swift".split()
-TOPICS = (
+)
+LANGS = _words("Python TypeScript Rust Go Java Kotlin Elixir Haskell Scala Ruby C++ Swift")
+TOPICS = _words(
     "quarterly budget|hiring plan|database migration|onboarding flow|pricing page|search latency|"
     "incident review|mobile release|security audit|data retention policy|customer churn|API rate limits|"
     "caching layer|design system|billing export|holiday schedule|offsite agenda|vendor contract|"
-    "load testing|feature flags|dark mode|accessibility fixes|log retention|backup strategy"
-).split("|")
-CITIES = (
+    "load testing|feature flags|dark mode|accessibility fixes|log retention|backup strategy",
+    "|",
+)
+CITIES = _words(
     "Lisbon Berlin Toronto Osaka Nairobi Austin Madrid Oslo Seoul Denver Dublin Prague Lima Cairo "
     "Sydney Zurich Montreal Helsinki Porto Krakow"
-).split()
-THINGS = (
+)
+THINGS = _words(
     "a golden retriever puppy|a used bicycle|a sourdough starter|a vintage camera|a standing desk|"
     "a pottery class|a marathon plan|a guitar|a garden plot|a new laptop|a kayak|a chess set|"
-    "a watercolor set|a telescope|a sewing machine|a language course"
-).split("|")
-ACTIONS = (
+    "a watercolor set|a telescope|a sewing machine|a language course",
+    "|",
+)
+ACTIONS = _words(
     "ship it behind a flag|postpone it a week|split it into two tickets|ask legal first|"
-    "run an A/B test|write a design doc|pair on it|drop the feature|hire a contractor|automate the check"
-).split("|")
-METRICS = "p95 latency|error rate|conversion|signup rate|CPU usage|memory use|test coverage|build time".split("|")
-WEEKDAYS = "Monday Tuesday Wednesday Thursday Friday Saturday Sunday".split()
-MONTHS = "January February March April May June July August September October November December".split()
+    "run an A/B test|write a design doc|pair on it|drop the feature|hire a contractor|automate the check",
+    "|",
+)
+METRICS = _words(
+    "p95 latency|error rate|conversion|signup rate|CPU usage|memory use|test coverage|build time", "|"
+)
+WEEKDAYS = _words("Monday Tuesday Wednesday Thursday Friday Saturday Sunday")
+MONTHS = _words("January February March April May June July August September October November December")
 
 TEMPLATES = (
     "{a} prefers {lang} over {lang2} for new {topic} work.",
