@@ -1,0 +1,147 @@
+"""Hybrid search: one call of ``cortex.search_notes`` per query (see its SQL file)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import text
+
+from cortex_pg.errors import ValidationError, translate_db_errors
+from cortex_pg.store import sql, validation
+from cortex_pg.store.records import SearchResult
+from cortex_pg.store.rows import result_from_row, tenant_scoped, vector_literal
+from cortex_pg.temporal import parse_instant, without_temporal_keywords
+
+
+class NoteSearch:
+    """The search method of :class:`~cortex_pg.store.MemoryStore` (a mixin over its ``engine``
+    and ``embedder``)."""
+
+    @tenant_scoped
+    def search(
+        self,
+        query: str,
+        *,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        limit: int = 10,
+        temporal_weight: float = 0.0,
+        date_from: datetime | str | None = None,
+        date_to: datetime | str | None = None,
+        now: datetime | str | None = None,
+        memory_source: str = "all",
+        where_filter: Mapping[str, Any] | None = None,
+        context: str | None = None,
+        touch: bool = True,
+        include_links: bool = False,
+        link_depth: int = 1,
+        entities: bool = False,
+        expand_entities: bool = False,
+        entity_weight: float = 0.5,
+    ) -> list[SearchResult]:
+        """Hybrid search of one user's notes, in one SQL statement (``cortex.search_notes``).
+
+        Vector candidates (HNSW, cosine) and BM25 full-text candidates (GIN) are fused by
+        coverage-weighted reciprocal rank fusion (k = 60; see ``search_notes`` v3), then blended
+        with recency:
+        ``score = (1 - temporal_weight) * relevance + temporal_weight * exp(-age_days / 7)``.
+        Temporal keywords (yesterday, last, recent, ...) are left out of the full-text query:
+        they ask for recency, which ``temporal_weight`` and the date window express.
+
+        Args:
+            query: the question or text to match; not blank.
+            user_id: the tenant searched (None = ``"default"``). Never widened to other users.
+            session_id: restrict to one session; None = all the user's sessions.
+            limit: results wanted, 1..10000.
+            temporal_weight: recency weight in [0, 1].
+            date_from, date_to: window on the note's time, ``date_from <= created_at < date_to``
+                (ISO 8601 or datetime; naive = UTC).
+            now: the instant ages are measured from (default: the current time).
+            memory_source: ``all`` (a note in both tiers is returned once, as STM), ``ltm`` or ``stm``.
+            where_filter: Chroma-style filter on columns and metadata (``$eq $ne $gt $gte $lt $lte
+                $in $nin $contains $and $or $not``), compiled in SQL by ``cortex.compile_filter``;
+                the same on both tiers.
+            context: text describing the current situation; re-ranks the candidates with
+                ``score = 0.3 * score + 0.7 * cos(context, note)`` (``context_score``).
+            touch: count returned notes as accessed (access_count, last_accessed_at; drives STM LRU).
+            include_links: append the notes the results link to (``cortex.linked_notes``, up to
+                ``link_depth`` hops, best result's links first), not already returned, at most
+                ``limit`` of them, marked ``is_linked=True`` with ``relationship_type`` /
+                ``relationship_strength`` / ``relationship_reason`` (Prem Cortex shape); linked
+                notes are not touched.
+            link_depth: hops followed from each result when ``include_links``, 1..10.
+            entities: use the entity signal: the query's entities (offline extraction) make notes
+                that mention them a third RRF candidate list, weighted ``entity_weight`` (0.5)
+                against 1 for the vector and the full-text lists (see ``search_notes`` v3).
+            expand_entities: also notes mentioning entities one relationship away (half weight).
+            entity_weight: weight of the entity list in the fusion, in [0, 10].
+
+        Returns:
+            Up to ``limit`` results, best first; with ``include_links`` up to ``limit`` linked
+            notes after them.
+
+        Raises:
+            ValidationError: bad argument (blank query, limit <= 0, weight outside [0, 1], ...).
+        """
+        query = validation.query(query)
+        uid = validation.scope_id(user_id, "user_id")
+        sid = validation.optional_scope_id(session_id, "session_id")
+        lim = validation.limit(limit)
+        weight = validation.unit_interval(temporal_weight, "temporal_weight")
+        source = validation.memory_source(memory_source)
+        d_from = parse_instant(date_from, "date_from")
+        d_to = parse_instant(date_to, "date_to")
+        if d_from and d_to and d_from >= d_to:
+            raise ValidationError("date_to", "must be later than date_from")
+        at = parse_instant(now, "now") or datetime.now(UTC)
+        wf = validation.where_filter(where_filter)
+        query_entities: list[str] | None = None
+        ent_weight = 0.0
+        if entities or expand_entities:
+            from cortex_pg.entities.extract import extract_entities
+
+            query_entities = extract_entities(query) or None
+            if (
+                isinstance(entity_weight, bool)
+                or not isinstance(entity_weight, int | float)
+                or not (0 <= entity_weight <= 10)
+            ):
+                raise ValidationError("entity_weight", f"must be a number in [0, 10], got {entity_weight!r}")
+            ent_weight = float(entity_weight)
+        ctx = validation.short_text(context, "context")
+        if ctx is not None and not ctx.strip():
+            ctx = None
+        vectors = self.embedder.embed([query] if ctx is None else [query, ctx])
+        self._check_vectors(vectors, 1 if ctx is None else 2)
+        vector = vectors[:1]
+        params = {
+            "where_filter": None if wf is None else json.dumps(wf),
+            "context_embedding": None if ctx is None else vector_literal(vectors[1]),
+            "user_id": uid,
+            "embedding": vector_literal(vector[0]),
+            "query": without_temporal_keywords(query),
+            "limit": lim,
+            "temporal_weight": weight,
+            "date_from": d_from,
+            "date_to": d_to,
+            "now": at,
+            "session_id": sid,
+            "memory_source": source,
+            "model": self.embedder.name,
+            "touch": touch,
+            "query_entities": query_entities,
+            "entity_weight": ent_weight,
+            "expand_entities": bool(expand_entities),
+        }
+        depth = validation.limit(link_depth, "link_depth")
+        with translate_db_errors(), self.engine.begin() as conn:
+            rows = conn.execute(text(sql.SEARCH), params).mappings().all()
+            results = [result_from_row(r) for r in rows]
+            if include_links and results:
+                from cortex_pg.evolution.traversal import expand_results
+
+                results += expand_results(conn, uid, results, extra=lim, depth=depth, session_id=sid)
+        return results

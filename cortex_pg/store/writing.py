@@ -1,0 +1,511 @@
+"""Writing notes: add, add_many, update, delete (the write half of :class:`MemoryStore`).
+
+Every method validates its input first (raising :class:`~cortex_pg.errors.ValidationError`
+before anything is written), runs in one transaction and filters every statement on
+``user_id``. Database errors leave through :func:`~cortex_pg.errors.translate_db_errors`.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, text
+
+from cortex_pg.db import tenancy
+from cortex_pg.errors import (
+    ConflictError,
+    EmbeddingDimensionError,
+    EmbeddingModelError,
+    ImmutableFieldError,
+    ValidationError,
+    translate_db_errors,
+)
+from cortex_pg.store import sql, validation
+from cortex_pg.store.records import Note
+from cortex_pg.store.rows import tenant_scoped, vector_literal
+from cortex_pg.temporal import parse_instant
+
+# every note field but the identity and scope ones (see validation.NOTE_FIELDS)
+UPDATABLE_FIELDS = tuple(f for f in validation.NOTE_FIELDS if f not in ("id", "user_id", "session_id"))
+
+
+class NoteWriter:
+    """The writing methods of :class:`~cortex_pg.store.MemoryStore` (a mixin: it uses the
+    store's ``engine``, ``embedder``, ``stm_capacity``, ``enqueue_evolution``,
+    ``extract_entities`` and ``isolation``)."""
+
+    @tenant_scoped
+    def add(
+        self,
+        content: str,
+        *,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        time: datetime | str | None = None,
+        keywords: Iterable[str] | None = None,
+        tags: Iterable[str] | None = None,
+        context: str | None = None,
+        category: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        importance: float = 0.5,
+        memory_type: str = "note",
+        to_stm: bool = True,
+        id: str | uuid.UUID | None = None,
+        enqueue_evolution: bool | None = None,
+        to_ltm: bool = True,
+        stm_capacity: int | None = None,
+    ) -> str:
+        """Store one note in LTM (and STM when ``to_stm``); returns its id (UUID string).
+
+        Args:
+            content: the text; not blank, no NUL bytes.
+            user_id: tenant (default ``"default"``); session_id: scope within it (default ``"default"``).
+            time: the memory's own time (RFC 3339 / ISO 8601 or datetime; naive = UTC); default now.
+            keywords, tags: lists of strings; context: free text; category: dot path.
+            metadata: JSON-serialisable dict; importance: in [0, 1].
+            memory_type: free label (``note``, ``task_result``, ...), used by the calute facade.
+            to_stm: also write the note to short-term memory (LRU capacity per user and session).
+            id: the note's id (a UUID), e.g. when importing; default a new random UUID.
+            enqueue_evolution: queue an evolution job for a new note in the same transaction
+                (None: the store's ``enqueue_evolution``).
+            to_ltm: write the note to long-term memory. ``to_ltm=False, to_stm=True`` stores it
+                in STM only (the calute ``ShortTermMemory``): no LTM row, no evolution job; it
+                takes the id of an LTM note of the same scope and content when there is one.
+            stm_capacity: the STM capacity enforced by this insert (None: ``store.stm_capacity``).
+
+        Returns:
+            The new note's id, or the existing id when the same user and session already hold
+            exactly this content in the tier(s) written (a no-op, detected by content hash
+            before embedding).
+
+        Raises:
+            ValidationError: any bad argument (nothing is stored).
+            ConflictError: ``id`` belongs to another note.
+        """
+        item = {
+            "content": content,
+            "user_id": user_id,
+            "session_id": session_id,
+            "time": time,
+            "keywords": keywords,
+            "tags": tags,
+            "context": context,
+            "category": category,
+            "metadata": metadata,
+            "importance": importance,
+            "memory_type": memory_type,
+            "id": id,
+        }
+        note = validation.new_note(item)
+        if not to_ltm:
+            if not to_stm:
+                raise ValidationError("to_stm", "a note must go to at least one tier (to_ltm or to_stm)")
+            return self._store_stm_only(note, stm_capacity)
+        return self._store([note], to_stm=to_stm, enqueue=enqueue_evolution, stm_capacity=stm_capacity)[0]
+
+    def add_many(
+        self,
+        items: Iterable[Mapping[str, Any]],
+        *,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        to_stm: bool = True,
+        batch_size: int = 256,
+        progress: Callable[[int], None] | None = None,
+        enqueue_evolution: bool | None = None,
+    ) -> list[str]:
+        """Store many notes: one embedding batch and one multi-row insert per ``batch_size`` notes.
+
+        Args:
+            items: mappings with the keyword arguments of :meth:`add` (``content`` required;
+                ``time`` may be spelled ``created_at``).
+            user_id, session_id: defaults for items that do not name their own.
+            to_stm: also write to STM (only the newest ``stm_capacity`` per scope survive).
+            batch_size: notes per round trip.
+            progress: called with the number of notes finished after each batch.
+            enqueue_evolution: queue one evolution job per new note in the same transaction
+                (None: the store's ``enqueue_evolution``).
+
+        Returns:
+            One id per item, in order (existing ids for duplicates).
+
+        Raises:
+            ValidationError: an item is invalid; the field is named ``items[i].<field>`` and
+                nothing from the call is stored.
+        """
+        notes = [
+            validation.new_note(
+                item, default_user_id=user_id, default_session_id=session_id, prefix=f"items[{i}]."
+            )
+            for i, item in enumerate(_as_list(items))
+        ]
+        if self.isolation == "rls" and notes:
+            tenants = {n.user_id for n in notes}
+            if len(tenants) > 1:
+                raise ValidationError("items", "with isolation='rls' one add_many call writes one user_id")
+            with tenancy.tenant_scope(tenants.pop()):
+                return self._store(
+                    notes, to_stm=to_stm, batch_size=batch_size, progress=progress, enqueue=enqueue_evolution
+                )
+        return self._store(
+            notes, to_stm=to_stm, batch_size=batch_size, progress=progress, enqueue=enqueue_evolution
+        )
+
+    def _store(
+        self,
+        notes: list[validation.NewNote],
+        *,
+        to_stm: bool,
+        batch_size: int = 256,
+        progress: Callable[[int], None] | None = None,
+        enqueue: bool | None = None,
+        stm_capacity: int | None = None,
+    ) -> list[str]:
+        batch_size = validation.limit(batch_size, "batch_size")
+        enqueue = self.enqueue_evolution if enqueue is None else enqueue
+        capacity = (
+            self.stm_capacity if stm_capacity is None else validation.limit(stm_capacity, "stm_capacity")
+        )
+        ids: list[str] = []
+        with translate_db_errors(), self.engine.begin() as conn:
+            for start in range(0, len(notes), batch_size):
+                batch = notes[start : start + batch_size]
+                ids.extend(self._insert_batch(conn, batch, to_stm, enqueue, capacity))
+                if progress:
+                    progress(len(batch))
+        return ids
+
+    def _store_stm_only(self, note: validation.NewNote, stm_capacity: int | None) -> str:
+        """Insert one note into STM only (see ``add(to_ltm=False)``), trimming its scope to capacity."""
+        capacity = (
+            self.stm_capacity if stm_capacity is None else validation.limit(stm_capacity, "stm_capacity")
+        )
+        scopes = {"users": [note.user_id], "sessions": [note.session_id]}
+        with translate_db_errors(), self.engine.begin() as conn:
+            conn.execute(text(sql.LOCK_SCOPES), scopes)
+            found = conn.execute(text(sql.FIND_EXISTING), {**scopes, "hashes": [note.content_hash]}).all()
+            by_tier = {r.tier: str(r.id) for r in found}
+            if not by_tier:
+                self._check_ids_free(conn, [note] if note.explicit_id else [])
+            if "stm" in by_tier:
+                return by_tier["stm"]
+            if "ltm" in by_tier:
+                note = _with_id(note, uuid.UUID(by_tier["ltm"]))
+            vectors = self.embedder.embed([note.content])
+            self._check_vectors(vectors, 1)
+            row = dict(note.row(), embedding=vector_literal(vectors[0]))
+            conn.execute(text(sql.INSERT_STM), {"rows": json.dumps([row]), "model": self.embedder.name})
+            conn.execute(text(sql.TRIM_STM), {**scopes, "capacity": capacity})
+        return str(note.id)
+
+    def _insert_batch(
+        self,
+        conn: Connection,
+        batch: list[validation.NewNote],
+        to_stm: bool,
+        enqueue: bool = False,
+        stm_capacity: int | None = None,
+    ) -> list[str]:
+        capacity = self.stm_capacity if stm_capacity is None else stm_capacity
+        scopes = {"users": [n.user_id for n in batch], "sessions": [n.session_id for n in batch]}
+        conn.execute(text(sql.LOCK_SCOPES), scopes)
+        existing: dict[tuple[str, str, str], tuple[str, str]] = {}
+        for row in conn.execute(
+            text(sql.FIND_EXISTING), {**scopes, "hashes": [n.content_hash for n in batch]}
+        ):
+            key = (row.user_id, row.session_id, row.content_hash)
+            if key not in existing or row.tier == "ltm":
+                existing[key] = (str(row.id), row.tier)
+        # one id per (scope, content): earlier duplicates in the batch win, then stored notes
+        chosen: dict[tuple[str, str, str], validation.NewNote] = {}
+        ids: list[str] = []
+        fresh: list[validation.NewNote] = []
+        for note in batch:
+            key = (note.user_id, note.session_id, note.content_hash)
+            if key in existing and existing[key][1] == "ltm":
+                ids.append(existing[key][0])
+                continue
+            if key not in chosen:
+                if key in existing:  # only in STM (LTM was cleared): keep the STM id
+                    note = _with_id(note, uuid.UUID(existing[key][0]))
+                chosen[key] = note
+                fresh.append(note)
+            ids.append(str(chosen[key].id))
+        if not fresh:
+            return ids
+        self._check_ids_free(conn, [n for n in fresh if n.explicit_id])
+        vectors = self.embedder.embed([n.content for n in fresh])
+        self._check_vectors(vectors, len(fresh))
+        rows = [dict(n.row(), embedding=vector_literal(v)) for n, v in zip(fresh, vectors, strict=True)]
+        inserted = {
+            str(i) for i in conn.execute(text(sql.INSERT_NOTES), {"rows": json.dumps(rows)}).scalars()
+        }
+        if len(inserted) < len(rows):
+            ids = self._resolve_conflicts(conn, batch, ids, [n for n in fresh if str(n.id) not in inserted])
+            rows = [r for r in rows if r["id"] in inserted]
+        payload = {"rows": json.dumps(rows)}
+        if enqueue and rows:
+            from cortex_pg.evolution import queue
+
+            queue.enqueue(conn, [r["user_id"] for r in rows], [uuid.UUID(r["id"]) for r in rows])
+        if self.extract_entities and rows:
+            self._index_entities(conn, rows)
+        conn.execute(text(sql.INSERT_EMBEDDINGS), {**payload, "model": self.embedder.name})
+        if to_stm:
+            newest = _newest_per_scope(rows, capacity)
+            conn.execute(text(sql.INSERT_STM), {"rows": json.dumps(newest), "model": self.embedder.name})
+            conn.execute(text(sql.TRIM_STM), {**scopes, "capacity": capacity})
+        return ids
+
+    def _check_ids_free(self, conn: Connection, notes: list[validation.NewNote]) -> None:
+        """Caller-given ids must not belong to a note of another tenant (ids are global)."""
+        if not notes:
+            return
+        taken = conn.execute(
+            text(
+                "SELECT id, user_id FROM cortex.notes WHERE id = ANY(CAST(:ids AS uuid[])) "
+                "UNION ALL SELECT id, user_id FROM cortex.stm_notes WHERE id = ANY(CAST(:ids AS uuid[]))"
+            ),
+            {"ids": [str(n.id) for n in notes]},
+        ).all()
+        owner = {str(n.id): n.user_id for n in notes}
+        for row in taken:
+            if row.user_id != owner[str(row.id)]:
+                raise ConflictError(f"note id {row.id} is already used by another tenant", "23505")
+
+    def _index_entities(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
+        from cortex_pg.entities.extract import extract
+        from cortex_pg.entities.repository import EntityStore
+
+        entities = EntityStore(self.engine)
+        for row in rows:
+            entities.index_note(
+                row["user_id"],
+                row["id"],
+                row["content"],
+                extract(row["content"]),
+                seen_at=row["created_at"],
+                conn=conn,
+            )
+
+    def _resolve_conflicts(
+        self,
+        conn: Connection,
+        batch: list[validation.NewNote],
+        ids: list[str],
+        lost: list[validation.NewNote],
+    ) -> list[str]:
+        """Notes whose insert hit a unique index: a concurrent writer stored the same content
+        (use its id), or the caller's explicit id is taken by another note (ConflictError)."""
+        found = conn.execute(
+            text(sql.FIND_EXISTING),
+            {
+                "users": [n.user_id for n in lost],
+                "sessions": [n.session_id for n in lost],
+                "hashes": [n.content_hash for n in lost],
+            },
+        ).all()
+        by_key = {(r.user_id, r.session_id, r.content_hash): str(r.id) for r in found if r.tier == "ltm"}
+        remap: dict[str, str] = {}
+        for note in lost:
+            key = (note.user_id, note.session_id, note.content_hash)
+            if key not in by_key:
+                raise ConflictError(f"a note with id {note.id} already exists", "23505")
+            remap[str(note.id)] = by_key[key]
+        return [remap.get(i, i) for i in ids]
+
+    def _check_vectors(self, vectors: list[list[float]], expected: int) -> None:
+        if len(vectors) != expected:
+            raise EmbeddingModelError(f"embedder returned {len(vectors)} vectors for {expected} texts")
+        for v in vectors:
+            if len(v) != self.embedder.dim:
+                raise EmbeddingDimensionError(
+                    self.embedder.name,
+                    self.embedder.dim,
+                    len(v),
+                    "the embedder returned a vector of another size",
+                )
+
+    @tenant_scoped
+    def update(self, id: str | uuid.UUID, *, user_id: str | None = None, **fields: Any) -> Note:
+        """Change fields of a note (both tiers); returns the updated note.
+
+        Updatable: content (re-embedded), keywords, tags, context, category, importance,
+        memory_type, time (the memory's own time), metadata (merged into the stored dict:
+        keys given replace, other keys stay; a value of None deletes the key), links
+        (``{target_id: {type, strength, reason}}``, written with their reciprocals by
+        :func:`cortex_pg.evolution.links.write_links`, in the same transaction).
+
+        Args:
+            id: the note id.
+            user_id: the owning tenant (routes the lookup; None looks in every tenant).
+
+        Raises:
+            ImmutableFieldError: ``session_id`` (or ``user_id`` in ``fields``) differs from the stored value.
+            ValidationError: unknown field or bad value. NotFoundError: no such note.
+        """
+        nid = validation.note_id(id)
+        uid = validation.optional_scope_id(user_id, "user_id")
+        given_session = fields.pop("session_id", None)
+        new_links = None
+        if "links" in fields:
+            from cortex_pg.evolution import links as note_links
+
+            new_links = note_links.parse_links(nid, fields.pop("links"))
+        unknown = set(fields) - set(UPDATABLE_FIELDS)
+        if unknown:
+            raise ValidationError(
+                sorted(unknown)[0], f"not an updatable field; use one of {', '.join(UPDATABLE_FIELDS)}"
+            )
+        sets: dict[str, Any] = {}
+        if "content" in fields:
+            sets["content"] = validation.content(fields["content"])
+        if "keywords" in fields:
+            sets["keywords"] = validation.string_list(fields["keywords"], "keywords")
+        if "tags" in fields:
+            sets["tags"] = validation.string_list(fields["tags"], "tags")
+        if "context" in fields:
+            sets["context"] = validation.short_text(fields["context"], "context")
+        if "category" in fields:
+            sets["category"] = validation.category(fields["category"])
+        if "importance" in fields:
+            sets["importance"] = validation.importance(fields["importance"])
+        if "memory_type" in fields:
+            sets["memory_type"] = validation.memory_type(fields["memory_type"])
+        if "time" in fields:
+            sets["created_at"] = parse_instant(fields["time"], "time")
+            if sets["created_at"] is None:
+                raise ValidationError("time", "must not be None")
+        meta_patch = validation.metadata(fields.get("metadata")) if "metadata" in fields else None
+        current = self.get(nid, user_id=uid)
+        if given_session is not None and given_session != current.session_id:
+            raise ImmutableFieldError("session_id", "cannot be changed after a note is stored")
+        uid = current.user_id
+        vector = None
+        if "content" in sets and sets["content"] != current.content:
+            vector = self.embedder.embed([sets["content"]])
+            self._check_vectors(vector, 1)
+        assignments = [f"{col} = :{col}" for col in sets]
+        params: dict[str, Any] = {**sets, "id": nid, "user_id": uid}
+        if meta_patch is not None:
+            drop = [k for k, v in meta_patch.items() if v is None]
+            keep = {k: v for k, v in meta_patch.items() if v is not None}
+            assignments.append(
+                "metadata = (metadata || CAST(:meta_patch AS jsonb)) - CAST(:meta_drop AS text[])"
+            )
+            params["meta_patch"] = json.dumps(keep)
+            params["meta_drop"] = drop
+        if assignments or new_links:
+            assignments.append("updated_at = now()")
+            set_sql = ", ".join(assignments)
+            with translate_db_errors(), self.engine.begin() as conn:
+                for table in ("cortex.notes", "cortex.stm_notes"):
+                    conn.execute(
+                        text(f"UPDATE {table} SET {set_sql} WHERE user_id = :user_id AND id = :id"), params
+                    )
+                if new_links:
+                    note_links.write_links(conn, uid, new_links)
+                if vector is not None:
+                    lit = vector_literal(vector[0])
+                    conn.execute(
+                        text(
+                            "UPDATE cortex.embeddings SET embedding = CAST(:v AS vector), created_at = now() "
+                            "WHERE user_id = :user_id AND note_id = :id AND model = :m"
+                        ),
+                        {"v": lit, "user_id": uid, "id": nid, "m": self.embedder.name},
+                    )
+                    conn.execute(
+                        text(
+                            "UPDATE cortex.stm_notes SET embedding = CAST(:v AS vector), model = :m "
+                            "WHERE user_id = :user_id AND id = :id"
+                        ),
+                        {"v": lit, "user_id": uid, "id": nid, "m": self.embedder.name},
+                    )
+        return self.get(nid, user_id=uid)
+
+    @tenant_scoped
+    def delete(self, id: str | uuid.UUID, *, user_id: str | None = None, memory_source: str = "all") -> bool:
+        """Delete a note from both tiers, or one (``memory_source`` ``ltm`` / ``stm``); its
+        embeddings and links go with its LTM row; history stays.
+
+        Returns:
+            True when a note was deleted, False when none had that id.
+        """
+        nid = validation.note_id(id)
+        uid = validation.optional_scope_id(user_id, "user_id")
+        source = validation.memory_source(memory_source)
+        with translate_db_errors(), self.engine.begin() as conn:
+            n = conn.execute(
+                text(
+                    "WITH l AS (DELETE FROM cortex.notes WHERE :src IN ('all','ltm') AND id = :id "
+                    "  AND (CAST(:u AS text) IS NULL OR user_id = :u) RETURNING id), "
+                    "s AS (DELETE FROM cortex.stm_notes WHERE :src IN ('all','stm') AND id = :id "
+                    "  AND (CAST(:u AS text) IS NULL OR user_id = :u) RETURNING id) "
+                    "SELECT count(*) FROM (SELECT id FROM l UNION SELECT id FROM s) x"
+                ),
+                {"id": nid, "u": uid, "src": source},
+            ).scalar_one()
+        return n > 0
+
+    @tenant_scoped
+    def delete_where(
+        self, *, user_id: str | None = None, session_id: str | None = None, memory_source: str = "all"
+    ) -> int:
+        """Delete every note of a user (and session, when given) in the chosen tiers.
+
+        Args:
+            user_id: the tenant (None = ``"default"``; never "everyone").
+            session_id: restrict to one session; None = all of the user's sessions.
+            memory_source: ``all``, ``ltm`` or ``stm``.
+
+        Returns:
+            The number of distinct notes removed (a note in both tiers counts once).
+        """
+        uid = validation.scope_id(user_id, "user_id")
+        sid = validation.optional_scope_id(session_id, "session_id")
+        source = validation.memory_source(memory_source)
+        with translate_db_errors(), self.engine.begin() as conn:
+            return conn.execute(
+                text(
+                    "WITH l AS (DELETE FROM cortex.notes WHERE :src IN ('all','ltm') AND user_id = :u "
+                    "  AND (CAST(:s AS text) IS NULL OR session_id = :s) RETURNING id), "
+                    "st AS (DELETE FROM cortex.stm_notes WHERE :src IN ('all','stm') AND user_id = :u "
+                    "  AND (CAST(:s AS text) IS NULL OR session_id = :s) RETURNING id) "
+                    "SELECT count(*) FROM (SELECT id FROM l UNION SELECT id FROM st) x"
+                ),
+                {"u": uid, "s": sid, "src": source},
+            ).scalar_one()
+
+
+def _as_list(items: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    if isinstance(items, (Mapping, str)):
+        raise ValidationError("items", "must be an iterable of note mappings")
+    out = list(items)
+    for i, item in enumerate(out):
+        if not isinstance(item, Mapping):
+            raise ValidationError(f"items[{i}]", "must be a mapping with at least 'content'")
+    return out
+
+
+def _with_id(note: validation.NewNote, new_id: uuid.UUID) -> validation.NewNote:
+    from dataclasses import replace
+
+    return replace(note, id=new_id)
+
+
+def _newest_per_scope(rows: list[dict[str, Any]], capacity: int) -> list[dict[str, Any]]:
+    """The last ``capacity`` rows of each (user_id, session_id), in batch order (the others
+    would be evicted by the same transaction anyway)."""
+    seen: dict[tuple[str, str], int] = {}
+    keep: list[dict[str, Any]] = []
+    for row in reversed(rows):
+        key = (row["user_id"], row["session_id"])
+        if seen.get(key, 0) < capacity:
+            seen[key] = seen.get(key, 0) + 1
+            keep.append(row)
+    keep.reverse()
+    return keep
