@@ -100,7 +100,8 @@ def translate_db_errors() -> Iterator[None]:
     """Translate SQLAlchemy/psycopg errors into the cortex_pg hierarchy.
 
     Keyed on the SQLSTATE the server sends (``exc.orig.sqlstate``), never on message text:
-    ``23505``/``23P01`` -> :class:`ConflictError`; class ``22`` (data exceptions), ``23``
+    ``23505``/``23P01`` and a foreign key into the note-id registry (an id that belongs to
+    another tenant) -> :class:`ConflictError`; class ``22`` (data exceptions), ``23``
     (other integrity violations) and ``54`` (program limits, e.g. a tsvector over 1 MB) ->
     :class:`ValidationError`; everything else -> :class:`DatabaseError`.
     """
@@ -112,6 +113,14 @@ def translate_db_errors() -> Iterator[None]:
         primary = getattr(diag, "message_primary", None) or str(exc.orig)
         if sqlstate in ("23505", "23P01"):
             raise ConflictError(primary, sqlstate) from exc
+        constraint = getattr(diag, "constraint_name", None) or ""
+        if (
+            sqlstate == "23503"
+            and constraint.startswith("fk_")
+            and constraint.endswith("_user_id_id_note_ids")
+        ):
+            # the id registry refused: the note id is registered to another tenant
+            raise ConflictError(f"a note id is already used by another tenant ({primary})", sqlstate) from exc
         if sqlstate and sqlstate[:2] in ("22", "23", "54"):
             column = getattr(diag, "column_name", None) or "value"
             raise ValidationError(column, primary) from exc

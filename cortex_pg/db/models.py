@@ -91,6 +91,19 @@ def _note_checks(table: str) -> tuple[Any, ...]:
     )
 
 
+class NoteId(Base):
+    """The registry of note ids: an id is registered to one tenant, for ever (see
+    ``note_ids/v1.sql``). Global, not a tenant table: with Citus a reference table."""
+
+    __tablename__ = "note_ids"
+
+    id: Mapped[uuid.UUID]
+    user_id: Mapped[str]
+    created_at: Mapped[datetime] = mapped_column(server_default=text("now()"))
+
+    __table_args__ = (PrimaryKeyConstraint("id"), UniqueConstraint("user_id", "id"))
+
+
 class Note(_NoteFields, Base):
     """A long-term memory note (LTM)."""
 
@@ -103,6 +116,7 @@ class Note(_NoteFields, Base):
 
     __table_args__ = (
         *_note_checks("notes"),
+        ForeignKeyConstraint(["user_id", "id"], ["note_ids.user_id", "note_ids.id"]),
         Index("ix_notes_user_session_created", "user_id", "session_id", "created_at"),
         Index("ix_notes_id", "id"),
         Index("ix_notes_user_created", "user_id", "created_at"),
@@ -138,6 +152,7 @@ class StmNote(_NoteFields, Base):
 
     __table_args__ = (
         *_note_checks("stm_notes"),
+        ForeignKeyConstraint(["user_id", "id"], ["note_ids.user_id", "note_ids.id"]),
         Index("ix_stm_notes_lru", "user_id", "session_id", "last_accessed_at", "seq"),
         Index("ix_stm_notes_id", "id"),
         Index("uq_stm_notes_content_hash", "user_id", "session_id", "content_hash", unique=True),

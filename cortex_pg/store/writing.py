@@ -143,6 +143,12 @@ class NoteWriter:
             )
             for i, item in enumerate(_as_list(items))
         ]
+        first_with_id: dict[uuid.UUID, int] = {}
+        for i, note in enumerate(notes):
+            if note.explicit_id:
+                j = first_with_id.setdefault(note.id, i)
+                if j != i:
+                    raise ValidationError(f"items[{i}].id", f"{note.id} is also the id of items[{j}]")
         if self.isolation == "rls" and notes:
             tenants = {n.user_id for n in notes}
             if len(tenants) > 1:
@@ -262,14 +268,12 @@ class NoteWriter:
         return ids
 
     def _check_ids_free(self, conn: Connection, notes: list[validation.NewNote]) -> None:
-        """Caller-given ids must not belong to a note of another tenant (ids are global)."""
+        """Caller-given ids must not be registered to another tenant (``cortex.note_ids``; the
+        registry's foreign keys enforce it anyway, this names the id first)."""
         if not notes:
             return
         taken = conn.execute(
-            text(
-                "SELECT id, user_id FROM cortex.notes WHERE id = ANY(CAST(:ids AS uuid[])) "
-                "UNION ALL SELECT id, user_id FROM cortex.stm_notes WHERE id = ANY(CAST(:ids AS uuid[]))"
-            ),
+            text("SELECT id, user_id FROM cortex.note_ids WHERE id = ANY(CAST(:ids AS uuid[]))"),
             {"ids": [str(n.id) for n in notes]},
         ).all()
         owner = {str(n.id): n.user_id for n in notes}
