@@ -90,7 +90,13 @@ def test_concurrent_adds_of_one_id_for_two_tenants_store_exactly_one(db_url):
             barrier = threading.Barrier(2)
             outcome: dict[str, object] = {}
 
-            def write(i: int, user: str, nid: str = nid, barrier: threading.Barrier = barrier) -> None:
+            def write(
+                i: int,
+                user: str,
+                nid: str = nid,
+                barrier: threading.Barrier = barrier,
+                outcome: dict[str, object] = outcome,
+            ) -> None:
                 barrier.wait()
                 try:
                     stores[i].add(f"{user}'s note {nid}", user_id=user, id=nid)
