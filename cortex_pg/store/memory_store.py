@@ -28,7 +28,7 @@ from cortex_pg.errors import (
 from cortex_pg.store import validation
 from cortex_pg.store.reading import NoteReader
 from cortex_pg.store.rows import note_from_row, result_from_row, vector_literal
-from cortex_pg.store.searching import NoteSearch
+from cortex_pg.store.searching import NoteSearch, QueryVectorCache
 from cortex_pg.store.writing import UPDATABLE_FIELDS, NoteWriter
 
 # re-exported for the facades and the evolution worker
@@ -68,10 +68,18 @@ class MemoryStore(NoteWriter, NoteReader, NoteSearch):
         stm_capacity: int = 20,
         enqueue_evolution: bool = False,
         extract_entities: bool = False,
+        query_cache_size: int = 256,
     ) -> None:
         self.engine = engine
         self.embedder = embedder
         self.stm_capacity = validation.limit(stm_capacity, "stm_capacity")
+        if (
+            isinstance(query_cache_size, bool)
+            or not isinstance(query_cache_size, int)
+            or query_cache_size < 0
+        ):
+            raise ValidationError("query_cache_size", f"must be an integer >= 0, got {query_cache_size!r}")
+        self.query_cache = QueryVectorCache(query_cache_size)
         self.enqueue_evolution = enqueue_evolution
         self.extract_entities = extract_entities
         self.isolation = "none"
@@ -91,6 +99,7 @@ class MemoryStore(NoteWriter, NoteReader, NoteSearch):
         extract_entities: bool = False,
         isolation: str = "none",
         app_role: str = "cortex_app",
+        query_cache_size: int = 256,
     ) -> MemoryStore:
         """Open a store.
 
@@ -105,6 +114,8 @@ class MemoryStore(NoteWriter, NoteReader, NoteSearch):
             stm_capacity: STM notes per (user_id, session_id); default ``CORTEX_PG_STM_CAPACITY`` (20).
             enqueue_evolution: queue an evolution job for every new LTM note (see the class doc).
             extract_entities: record entities of every new note (see the class doc).
+            query_cache_size: query embeddings kept in an LRU (query text -> vector) so a
+                repeated query is not embedded again; 0 turns it off.
             isolation: ``"none"`` (queries filter on user_id) or ``"rls"``: in addition,
                 Row-Level Security through the non-owner role ``app_role`` (created and granted
                 here when missing; needs CREATEROLE), with ``cortex.user_id`` set per
@@ -140,6 +151,7 @@ class MemoryStore(NoteWriter, NoteReader, NoteSearch):
                 stm_capacity=settings.stm_capacity if stm_capacity is None else stm_capacity,
                 enqueue_evolution=enqueue_evolution,
                 extract_entities=extract_entities,
+                query_cache_size=query_cache_size,
             )
             store._register_model()
             if isolation == "rls":

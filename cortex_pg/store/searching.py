@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,9 +18,57 @@ from cortex_pg.store.rows import result_from_row, tenant_scoped, vector_literal
 from cortex_pg.temporal import parse_instant, without_temporal_keywords
 
 
+class QueryVectorCache:
+    """A bounded LRU of query text -> embedding (a cache of a pure function of the text and the
+    model, so it holds no state the database lacks). Thread-safe.
+
+    Args:
+        size: entries kept; 0 turns the cache off.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._entries: OrderedDict[tuple[str, str], list[float]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get_many(
+        self, model: str, texts: list[str], embed: Callable[[list[str]], list[list[float]]]
+    ) -> list[list[float]]:
+        """The vectors of ``texts``, embedding (in one call) only those not cached."""
+        if self.size <= 0:
+            return embed(texts)
+        with self._lock:
+            found = {t: self._entries.get((model, t)) for t in texts}
+            for t, v in found.items():
+                if v is not None:
+                    self._entries.move_to_end((model, t))
+        missing = [t for t, v in found.items() if v is None]
+        if missing:
+            for t, v in zip(missing, embed(missing), strict=True):
+                found[t] = v
+        with self._lock:
+            self.hits += len(texts) - len(missing)
+            self.misses += len(missing)
+            for t in missing:
+                self._entries[(model, t)] = found[t]
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+        return [found[t] for t in texts]
+
+
 class NoteSearch:
-    """The search method of :class:`~cortex_pg.store.MemoryStore` (a mixin over its ``engine``
-    and ``embedder``)."""
+    """The search method of :class:`~cortex_pg.store.MemoryStore` (a mixin over its ``engine``,
+    ``embedder`` and ``query_cache``)."""
+
+    def _query_vectors(self, texts: list[str]) -> list[list[float]]:
+        def embed(batch: list[str]) -> list[list[float]]:
+            vectors = self.embedder.embed(batch)
+            self._check_vectors(vectors, len(batch))
+            return vectors
+
+        return self.query_cache.get_many(self.embedder.name, texts, embed)
 
     @tenant_scoped
     def search(
@@ -114,8 +164,7 @@ class NoteSearch:
         ctx = validation.short_text(context, "context")
         if ctx is not None and not ctx.strip():
             ctx = None
-        vectors = self.embedder.embed([query] if ctx is None else [query, ctx])
-        self._check_vectors(vectors, 1 if ctx is None else 2)
+        vectors = self._query_vectors([query] if ctx is None else [query, ctx])
         vector = vectors[:1]
         params = {
             "where_filter": None if wf is None else json.dumps(wf),

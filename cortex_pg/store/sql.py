@@ -136,3 +136,11 @@ WITH hits AS MATERIALIZED (
 )
 SELECT * FROM hits ORDER BY score DESC, id
 """
+
+# add_many(bulk=True): one bulk load at a time per database (session advisory lock); the
+# model's HNSW index is dropped only while the model has no embeddings, and rebuilt by
+# cortex.register_embedding_model after the load.
+LOCK_BULK_LOAD = "SELECT pg_advisory_lock(hashtextextended('cortex.bulk_load', 0))"
+UNLOCK_BULK_LOAD = "SELECT pg_advisory_unlock(hashtextextended('cortex.bulk_load', 0))"
+MODEL_HAS_EMBEDDINGS = "SELECT 1 FROM cortex.embeddings WHERE model = :model LIMIT 1"
+MODEL_INDEX = "SELECT index_name FROM cortex.embedding_models WHERE model = :model"
