@@ -53,9 +53,13 @@ def clean_filters(filters: object, field: str = "filters") -> dict[str, Any] | N
     return kept or None
 
 
-def clean_filters_given(filters: object) -> bool:
-    """True when ``filters`` holds a condition (not None, ``{}`` or only unset keys)."""
-    return isinstance(filters, Mapping) and any(v is not None and v != "" for v in filters.values())
+def clean_filters_given(filters: object, field: str = "filters") -> bool:
+    """True when ``filters`` holds a condition (not None, ``{}`` or only unset keys).
+
+    Raises:
+        ValidationError: not a dict (``field``).
+    """
+    return clean_filters(filters, field) is not None
 
 
 def item_filter(
@@ -73,14 +77,14 @@ def item_filter(
     extra = clean_filters(filters, field)
     if extra is not None:
         extra = validation.where_filter(extra, field)
-    parts: list[dict[str, Any]] = []
-    if memory_type is not None:
-        parts.append({"memory_type": memory_type})
-    if extra:
-        parts.append(extra)
-    if not parts:
-        return None
-    return {**ITEM_FIELDS, "$and": parts}
+    if memory_type is None:
+        return None if extra is None else {**ITEM_FIELDS, **extra}
+    mine = {"memory_type": memory_type}
+    if extra is None:
+        return {**ITEM_FIELDS, **mine}
+    if "memory_type" in extra or "$fields" in extra:
+        return {**ITEM_FIELDS, "$and": [mine, extra]}
+    return {**ITEM_FIELDS, **extra, **mine}  # the caller's keys keep their paths in errors
 
 
 def compile_where(
