@@ -42,7 +42,9 @@ def test_entity_memory_contract_with_a_second_process(db_url, store):
     items = em.retrieve(limit=10)
     by_text = {i.content: i for i in items}
     assert len(items) == 3
-    check_get_context(em, [("scribe", "Alice works at Acme Corp"), (None, "Alice knows Bob"), (None, "Bob created Zeta")])
+    check_get_context(
+        em, [("scribe", "Alice works at Acme Corp"), (None, "Alice knows Bob"), (None, "Bob created Zeta")]
+    )
     check_statistics(em.get_statistics(), total=3, types={"entity": 3}, agents=1, users=1, convs=1)
 
     # entities: calute's keys per entity, read from SQL, filled by the other process
@@ -56,7 +58,10 @@ def test_entity_memory_contract_with_a_second_process(db_url, store):
         em.entities["Nobody"]
     assert json.loads(json.dumps(em.entities["Bob"], default=str))["frequency"] == 2
     # entity_mentions: name -> ids of the items, oldest first
-    assert em.entity_mentions["Alice"] == [by_text["Alice works at Acme Corp"].memory_id, by_text["Alice knows Bob"].memory_id]
+    assert em.entity_mentions["Alice"] == [
+        by_text["Alice works at Acme Corp"].memory_id,
+        by_text["Alice knows Bob"].memory_id,
+    ]
     assert set(em.entity_mentions) == set(em.entities)
     # relationships: relation -> (source, target) pairs of the facts valid now
     rels = dict(em.relationships)

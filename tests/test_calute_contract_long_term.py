@@ -33,7 +33,11 @@ def test_long_term_contract_with_a_second_process(db_url, store):
     # newest by the items' own time: the May 2024 item is the oldest
     check_get_context(
         ltm,
-        [(None, "office moves in May"), ("analyst", "quarterly revenue grew"), ("manager", "hire two engineers")],
+        [
+            (None, "office moves in May"),
+            ("analyst", "quarterly revenue grew"),
+            ("manager", "hire two engineers"),
+        ],
     )
     check_statistics(ltm.get_statistics(), total=3, types={"long_term": 3}, agents=2, users=2, convs=2)
 
@@ -41,11 +45,15 @@ def test_long_term_contract_with_a_second_process(db_url, store):
         "office moves in May",
         "quarterly revenue grew",
     ]  # oldest first, as calute
-    assert [i.content for i in ltm.retrieve(filters={"importance": {"$gte": 0.8}})] == ["quarterly revenue grew"]
+    assert [i.content for i in ltm.retrieve(filters={"importance": {"$gte": 0.8}})] == [
+        "quarterly revenue grew"
+    ]
     assert [i.content for i in ltm.retrieve(filters={"timestamp": {"$lt": "2025-01-01T00:00:00Z"}})] == [
         "office moves in May"
     ]
-    assert [i.content for i in ltm.search("revenue", filters={"conversation_id": "c1"})] == ["quarterly revenue grew"]
+    assert [i.content for i in ltm.search("revenue", filters={"conversation_id": "c1"})] == [
+        "quarterly revenue grew"
+    ]
     assert {i.conversation_id for i in ltm.search("revenue", filters={"conversation_id": "c2"})} <= {"c2"}
     check_filter_errors(lambda f: ltm.retrieve(filters=f))
     check_filter_errors(lambda f: ltm.search("revenue", filters=f))

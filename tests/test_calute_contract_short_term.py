@@ -31,14 +31,18 @@ def test_short_term_contract_with_a_second_process(db_url, store):
 
     run_child(db_url, CHILD)  # another process writes; this one reads
     assert len(stm) == 3
-    check_get_context(stm, [("planner", "plan the sprint"), ("coder", "write the code"), (None, "system note")])
+    check_get_context(
+        stm, [("planner", "plan the sprint"), ("coder", "write the code"), (None, "system note")]
+    )
     check_statistics(
         stm.get_statistics(), total=3, types={"short_term": 3}, agents=2, users=1, convs=1
     )  # the items' user is the tenant "u"
 
     # filters on item fields and metadata, one language
     assert [i.content for i in stm.retrieve(filters={"agent_id": "coder"})] == ["write the code"]
-    assert [i.content for i in stm.retrieve(filters={"memory_type": "short_term", "conversation_id": "c1"})] == [
+    assert [
+        i.content for i in stm.retrieve(filters={"memory_type": "short_term", "conversation_id": "c1"})
+    ] == [
         "write the code",
         "plan the sprint",
     ]  # newest first

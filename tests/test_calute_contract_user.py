@@ -62,7 +62,11 @@ def test_user_memory_contract_with_a_second_process(db_url, store):
             call()
         assert err.value.field == "user_id"
     stats = um.get_user_statistics("alice")
-    assert stats["total_memories"] == 1 and stats["entities_known"] >= 1 and stats["preferences"]["language"] == "fr"
+    assert (
+        stats["total_memories"] == 1
+        and stats["entities_known"] >= 1
+        and stats["preferences"]["language"] == "fr"
+    )
     assert "Known entities: Alice" in um.get_user_context("alice")
 
     hits = um.search_user_memory("alice", "short answers", filters={"agent_id": "assistant"})

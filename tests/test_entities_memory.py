@@ -204,7 +204,9 @@ def test_search_scores_in_sql_and_never_returns_everything(em):
     assert em.search("unrelated words entirely") == []
     assert em.search("   ") == []
     # one filter language: "has Bob" is $contains; a bare list is equality with that list
-    assert [h.memory_id for h in em.search("Alice", filters={"entities": {"$contains": "Bob"}})] == [both.memory_id]
+    assert [h.memory_id for h in em.search("Alice", filters={"entities": {"$contains": "Bob"}})] == [
+        both.memory_id
+    ]
     assert em.search("Alice", filters={"entities": ["Bob"]}) == []
 
 

@@ -14,7 +14,8 @@ from cortex_pg.errors import translate_db_errors
 def compile_filter(store, flt, path="where_filter"):
     with store.engine.connect() as conn, translate_db_errors():
         return conn.execute(
-            text("SELECT cortex.compile_filter(CAST(:f AS jsonb), 'n', :p)"), {"f": json.dumps(flt), "p": path}
+            text("SELECT cortex.compile_filter(CAST(:f AS jsonb), 'n', :p)"),
+            {"f": json.dumps(flt), "p": path},
         ).scalar_one()
 
 
@@ -52,7 +53,9 @@ def test_shapes_that_match_nothing_raise_with_their_path(store, flt, path, fragm
     assert err.value.reason.startswith(path + ":") and fragment in err.value.reason
     with pytest.raises(ValidationError) as err:  # the caller's field, from the path given
         compile_filter(store, flt, path="filters")
-    assert err.value.field == "filters" and err.value.reason.startswith("filters" + path[len("where_filter") :])
+    assert err.value.field == "filters" and err.value.reason.startswith(
+        "filters" + path[len("where_filter") :]
+    )
 
 
 def test_valid_neighbours_of_the_refused_shapes_still_compile(store):

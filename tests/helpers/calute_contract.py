@@ -65,9 +65,13 @@ def check_get_context(memory, expected: list[tuple[str | None, str]]) -> None:
 
 
 def check_statistics(stats: dict, *, total: int, types: dict, agents: int, users: int, convs: int) -> None:
-    assert STATISTICS_KEYS <= set(stats)
+    assert set(stats) >= STATISTICS_KEYS
     assert stats["total_items"] == total and stats["memory_types"] == types
-    assert (stats["unique_agents"], stats["unique_users"], stats["unique_conversations"]) == (agents, users, convs)
+    assert (stats["unique_agents"], stats["unique_users"], stats["unique_conversations"]) == (
+        agents,
+        users,
+        convs,
+    )
 
 
 def check_unknown_ids(memory, *others: str) -> None:
