@@ -47,6 +47,21 @@ class NotFoundError(CortexPGError, KeyError):
         return self.args[0]
 
 
+class ReadOnlyError(CortexPGError, TypeError):
+    """A write to a read-only view of stored data (a ``TypeError``, as writing to a
+    ``types.MappingProxyType`` is).
+
+    Attributes:
+        view: what was written to (e.g. ``EntityMemory.entities``).
+        use: the method that does write (e.g. ``EntityMemory.save``).
+    """
+
+    def __init__(self, view: str, use: str) -> None:
+        self.view = view
+        self.use = use
+        super().__init__(f"{view} is a read-only view of the database; to change it use {use}")
+
+
 class SchemaError(CortexPGError):
     """The database is missing the schema, the ``vector`` extension, or is not at the Alembic head."""
 

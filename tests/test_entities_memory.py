@@ -203,7 +203,11 @@ def test_search_scores_in_sql_and_never_returns_everything(em):
     assert len(text_hits) == 1 and "grey" in text_hits[0].content
     assert em.search("unrelated words entirely") == []
     assert em.search("   ") == []
-    assert em.search("Alice", filters={"entities": ["Bob"]})[0].memory_id == both.memory_id
+    # one filter language: "has Bob" is $contains; a bare list is equality with that list
+    assert [h.memory_id for h in em.search("Alice", filters={"entities": {"$contains": "Bob"}})] == [
+        both.memory_id
+    ]
+    assert em.search("Alice", filters={"entities": ["Bob"]}) == []
 
 
 def test_update_reextracts_and_merges_metadata(em):

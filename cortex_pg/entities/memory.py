@@ -9,8 +9,13 @@ Differences from calute's in-memory class, all on purpose:
     * ``search`` with no query entities uses full-text search and never returns everything;
     * ``max_items`` and ``enable_embeddings`` are kept for compatibility only (calute did not
       enforce ``max_items`` either; the store always embeds notes).
-Filters are matched against the note's metadata (JSONB containment); ``agent_id``,
-``task_id`` and ``conversation_id`` given to :meth:`EntityMemory.save` are kept there.
+Filters are the package's one filter language (:mod:`cortex_pg.store.filters`, compiled by
+``cortex.compile_filter``) with calute's item field names: ``memory_type``, ``agent_id``,
+``task_id``, ``conversation_id``, ``user_id``, ``memory_id``, ``timestamp``, ... and metadata
+keys (``agent_id``, ``task_id`` and ``conversation_id`` given to :meth:`EntityMemory.save` are
+kept in the metadata); a filter that could only match nothing because of how it is written
+raises. An id that names no item of this memory (malformed or not) gives None from
+``retrieve``, False from ``update`` and 0 from ``delete``, as in calute.
 
 Scope: an EntityMemory built with a ``session_id`` (as :class:`CortexMemory` builds its own,
 ``"<scope>/entities"``) reads, counts, deletes and clears only the items of that
@@ -29,11 +34,16 @@ from typing import Any
 
 from sqlalchemy import text
 
+from cortex_pg.compat import item_views
 from cortex_pg.compat.memory_item import ITEM_FIELDS, MemoryItem, item_from_note
+from cortex_pg.compat.views import ReadOnlyDict, ReadOnlyList, SqlMapping
+from cortex_pg.entities import sql as entity_sql
 from cortex_pg.entities.extract import LlmExtract, extract
 from cortex_pg.entities.repository import EntityStore, entity_name
+from cortex_pg.entities.sql import N_COLUMNS
 from cortex_pg.errors import NotFoundError, ValidationError, translate_db_errors
 from cortex_pg.store import MemoryStore
+from cortex_pg.store.filters import clean_filters_given, compile_where, item_filter
 from cortex_pg.store.memory_store import facade_store, note_from_row, validation
 from cortex_pg.store.records import Note
 
@@ -144,7 +154,7 @@ class EntityMemory:
                 targets,
                 limit=lim,
                 memory_type=MEMORY_TYPE,
-                filters=filters,
+                filters=item_filter(filters),
                 session_id=self.scope_session,
             )
         elif isinstance(query, str) and query.strip():
@@ -153,7 +163,7 @@ class EntityMemory:
                 query,
                 limit=lim,
                 memory_type=MEMORY_TYPE,
-                filters=filters,
+                filters=item_filter(filters),
                 session_id=self.scope_session,
             )
         else:
@@ -163,7 +173,12 @@ class EntityMemory:
     def retrieve(
         self, memory_id: str | None = None, filters: Mapping[str, Any] | None = None, limit: int = 10
     ) -> MemoryItem | list[MemoryItem] | None:
-        """One item by id (None when absent), or up to ``limit`` items matching ``filters``, newest first."""
+        """One item by id (None when no item of this memory has it, malformed ids included), or
+        up to ``limit`` items matching ``filters``, newest first.
+
+        Raises:
+            ValidationError: a bad ``limit`` or filter (field ``filters``).
+        """
         if memory_id is not None:
             note = self._note(memory_id)
             return None if note is None else item_from_note(note)
@@ -179,17 +194,21 @@ class EntityMemory:
         """Change an item: ``content`` (entities re-extracted), ``metadata`` (merged, not
         replaced), ``entities`` (explicit names), ``importance``. Returns False when absent.
 
+        An id that names no item of this memory (malformed ids included) gives False.
+
         Raises:
-            ValidationError: an unknown key or a bad value.
+            ValidationError: ``updates`` not a dict, an unknown key or a bad value.
         """
+        if not isinstance(updates, Mapping):
+            raise ValidationError("updates", f"must be a dict, got {type(updates).__name__}")
+        note = self._note(memory_id)
+        if note is None:
+            return False
         unknown = set(updates) - {"content", "metadata", "entities", "importance"}
         if unknown:
             raise ValidationError(
                 sorted(unknown)[0], "not updatable; use content, metadata, entities, importance"
             )
-        note = self._note(memory_id)
-        if note is None:
-            return False
         content = updates.get("content", note.content)
         fields: dict[str, Any] = {}
         meta = dict(validation.metadata(updates.get("metadata")))
@@ -214,12 +233,16 @@ class EntityMemory:
         """Delete one item by id, or every item matching ``filters`` (non-empty). Returns the count.
 
         Mentions, frequencies and relationships follow (trigger ``notes_forget_entities``).
-        No id and no filters deletes nothing (use :meth:`clear`).
+        No id and no filters (or filters whose keys are all unset) deletes nothing (use
+        :meth:`clear`); an id that names no item of this memory deletes nothing (0).
+
+        Raises:
+            ValidationError: a bad filter (field ``filters``).
         """
         if memory_id is not None:
             note = self._note(memory_id)
             return int(note is not None and self.store.delete(note.id, user_id=self.user_id))
-        if not filters:
+        if not clean_filters_given(filters):
             return 0
         rows = self._select(
             "WITH l AS (DELETE FROM cortex.notes n WHERE {where} RETURNING n.id), "
@@ -285,6 +308,129 @@ class EntityMemory:
         kwargs.setdefault("session_id", self.scope_session)
         return self.graph.entity_graph(self.user_id, **kwargs)
 
+    # ------------------------------------------------------------------ calute attributes
+    WRITE_METHODS = "EntityMemory.save / update / delete / clear"
+
+    @property
+    def entities(self) -> SqlMapping:
+        """calute's ``entities``: entity name -> ``{"name", "kind", "first_seen", "last_seen",
+        "frequency", "contexts"}`` (as :meth:`get_entity_info`, without mentions and
+        relationships), for every entity the items mention (this session's, when the memory has
+        one), oldest first. A read-only view read from SQL on every access (any process's
+        writes are seen); a key is looked up by normalised name (``"alice"`` finds ``"Alice"``).
+        Writing raises :class:`~cortex_pg.errors.ReadOnlyError` naming the methods to use."""
+        keep = ("name", "kind", "first_seen", "last_seen", "frequency", "contexts")
+
+        def get(name: str) -> ReadOnlyDict | None:
+            info = self._entity_row(name)
+            return (
+                None
+                if info is None
+                else ReadOnlyDict({k: info[k] for k in keep}, "EntityMemory.entities", self.WRITE_METHODS)
+            )
+
+        def load() -> dict[str, Any] | None:
+            rows = self._entity_table()
+            return {
+                r["name"]: ReadOnlyDict({k: r[k] for k in keep}, "EntityMemory.entities", self.WRITE_METHODS)
+                for r in rows
+            }
+
+        return SqlMapping("EntityMemory.entities", self.WRITE_METHODS, self._entity_names, get, load)
+
+    @property
+    def entity_mentions(self) -> SqlMapping:
+        """calute's ``entity_mentions``: entity name -> ids of the items that mention it (UUID
+        strings, oldest first); keys as :attr:`entities`. A read-only view of SQL (see there)."""
+        view = "EntityMemory.entity_mentions"
+
+        def get(name: str) -> ReadOnlyList | None:
+            info = self._entity_row(name)
+            return None if info is None else ReadOnlyList(info["mentions"], view, self.WRITE_METHODS)
+
+        def load() -> dict[str, Any]:
+            return {
+                r["name"]: ReadOnlyList(r["mentions"], view, self.WRITE_METHODS) for r in self._entity_table()
+            }
+
+        return SqlMapping(view, self.WRITE_METHODS, self._entity_names, get, load)
+
+    @property
+    def relationships(self) -> SqlMapping:
+        """calute's ``relationships``: relation -> ``[(source, target), ...]``, the facts valid
+        now (one pair per fact, however many items state it; a single-valued fact replaced by a
+        later one is gone), oldest first; this session's facts when the memory has one. A
+        read-only view of SQL (see :attr:`entities`)."""
+        view = "EntityMemory.relationships"
+
+        def load() -> dict[str, Any]:
+            grouped: dict[str, list[tuple[str, str]]] = {}
+            for rel in self.graph.relationships(self.user_id, session_id=self.scope_session):
+                grouped.setdefault(rel.relation, []).append((rel.source, rel.target))
+            return {k: ReadOnlyList(v, view, self.WRITE_METHODS) for k, v in grouped.items()}
+
+        return SqlMapping(view, self.WRITE_METHODS, lambda: list(load()), lambda k: load().get(k), load)
+
+    def _entity_names(self) -> list[str]:
+        with translate_db_errors(), self.store.engine.connect() as conn:
+            rows = conn.execute(
+                text(entity_sql.ENTITY_NAMES), {"user_id": self.user_id, "session_id": self.scope_session}
+            )
+            return [r.name for r in rows]
+
+    def _entity_row(self, name: str) -> dict[str, Any] | None:
+        try:
+            record = self.graph.entity(self.user_id, name, session_id=self.scope_session)
+        except ValidationError:
+            return None
+        if record is None or record.frequency <= 0:
+            return None
+        return {
+            "name": record.name,
+            "kind": record.kind,
+            "first_seen": record.first_seen,
+            "last_seen": record.last_seen,
+            "frequency": record.frequency,
+            "contexts": list(record.contexts),
+            "mentions": list(record.mentions),
+        }
+
+    def _entity_table(self) -> list[dict[str, Any]]:
+        if self.scope_session is not None:
+            rows = [self._entity_row(n) for n in self._entity_names()]
+            return [r for r in rows if r is not None]
+        with translate_db_errors(), self.store.engine.connect() as conn:
+            rows = conn.execute(text(entity_sql.ENTITY_TABLE), {"user_id": self.user_id}).mappings().all()
+        return [{**dict(r), "contexts": list(r["contexts"]), "mentions": list(r["mentions"])} for r in rows]
+
+    # ------------------------------------------------------------------ calute Memory base
+    def get_context(self, limit: int = 10, format_type: str = "text") -> str:
+        """The newest ``limit`` items, oldest first, in calute's formats (``text``, ``json``,
+        ``markdown``; see :func:`~cortex_pg.compat.item_views.render_context`).
+
+        Raises:
+            ValidationError: ``limit`` not a positive integer, or an unknown ``format_type``.
+        """
+        lim = validation.limit(limit)
+        fmt = item_views.format_type(format_type)
+        rows = self._select(
+            "SELECT {cols}, 'ltm' AS memory_tier FROM cortex.notes n WHERE {where} "
+            "ORDER BY n.created_at DESC, n.id DESC LIMIT :limit",
+            None,
+            limit=lim,
+        )
+        return item_views.render_context([item_from_note(note_from_row(r)) for r in reversed(rows)], fmt)
+
+    def get_statistics(self) -> dict[str, Any]:
+        """calute's statistics, counted in SQL: ``total_items``, ``max_items``, ``memory_types``,
+        ``unique_agents``, ``unique_users``, ``unique_conversations`` (see
+        :func:`~cortex_pg.compat.item_views.item_statistics`)."""
+        rows = f"SELECT {item_views.ROW_COLUMNS} FROM cortex.notes n WHERE {self.WHERE} AND n.merged_into IS NULL"
+        params = {"user_id": self.user_id, "mt": MEMORY_TYPE, "session_id": self.scope_session}
+        with self.store.engine.connect() as conn:
+            stats = item_views.item_statistics(conn, rows, params)
+        return {"max_items": self.max_items, **stats}
+
     def __len__(self) -> int:
         rows = self._select("SELECT count(*) AS n FROM cortex.notes n WHERE {where}", None)
         return int(rows[0]["n"])
@@ -296,9 +442,11 @@ class EntityMemory:
 
     # ------------------------------------------------------------------ helpers
     def _note(self, memory_id: object) -> Note | None:
+        """The item with this id, or None when the id names no item of this memory (malformed,
+        another tenant's, another memory type or session)."""
         try:
             note = self.store.get(validation.note_id(memory_id, "memory_id"), user_id=self.user_id)
-        except NotFoundError:
+        except (NotFoundError, ValidationError):
             return None
         if note.memory_type != MEMORY_TYPE:
             return None
@@ -306,27 +454,21 @@ class EntityMemory:
             return None
         return note
 
+    WHERE = (
+        "n.user_id = :user_id AND n.memory_type = :mt"
+        " AND (CAST(:session_id AS text) IS NULL OR n.session_id = :session_id)"
+    )
+
     def _select(
         self, template: str, filters: Mapping[str, Any] | None, *, write: bool = False, **params: Any
     ) -> list[dict[str, Any]]:
-        import json
-
-        from cortex_pg.entities.sql import N_COLUMNS
-
-        where = (
-            "n.user_id = :user_id AND n.memory_type = :mt AND n.metadata @> CAST(:filters AS jsonb)"
-            " AND (CAST(:session_id AS text) IS NULL OR n.session_id = :session_id)"
-        )
-        statement = template.format(cols=N_COLUMNS, where=where)
-        values = {
-            "user_id": self.user_id,
-            "mt": MEMORY_TYPE,
-            "session_id": self.scope_session,
-            "filters": json.dumps(validation.metadata(filters, "filters")),
-            **params,
-        }
+        """Run ``template`` with ``{cols}`` = the note columns and ``{where}`` = this memory's
+        items matching ``filters`` (compiled by :func:`~cortex_pg.store.filters.compile_where`)."""
+        values = {"user_id": self.user_id, "mt": MEMORY_TYPE, "session_id": self.scope_session, **params}
         ctx = self.store.engine.begin() if write else self.store.engine.connect()
         with translate_db_errors(), ctx as conn:
+            where = f"{self.WHERE} AND ({compile_where(conn, item_filter(filters))})"
+            statement = template.format(cols=N_COLUMNS, where=where)
             return [dict(r) for r in conn.execute(text(statement), values).mappings().all()]
 
 

@@ -22,6 +22,7 @@ from cortex_pg.entities import sql
 from cortex_pg.entities.extract import Extraction, fold
 from cortex_pg.errors import CortexPGError, ValidationError, translate_db_errors
 from cortex_pg.store import validation
+from cortex_pg.store.filters import compile_where
 from cortex_pg.temporal import parse_instant
 
 if TYPE_CHECKING:
@@ -327,6 +328,9 @@ class EntityStore:
     ) -> list[dict[str, Any]]:
         """LTM notes that mention any of ``names``, scored in SQL by the fraction mentioned.
 
+        ``filters`` (here and in :meth:`notes_matching_text`): a where_filter
+        (:mod:`cortex_pg.store.filters`); errors name the field ``filters``.
+
         Returns:
             Note rows (``store.memory_store.note_from_row`` shape) with ``score`` in (0, 1] =
             distinct query entities the note mentions / distinct query entities; best first,
@@ -381,10 +385,11 @@ class EntityStore:
             "session_id": validation.optional_scope_id(session_id, "session_id"),
             "limit": validation.limit(limit),
             "memory_type": None if memory_type is None else validation.memory_type(memory_type),
-            "filters": json.dumps(validation.metadata(filters, "filters")),
             **extra,
         }
         with translate_db_errors(), self.engine.connect() as c:
+            where = compile_where(c, filters, field="filters")
+            statement = statement.replace("/*filters*/ true", where)
             return [dict(r) for r in c.execute(text(statement), params).mappings().all()]
 
     def entity_graph(

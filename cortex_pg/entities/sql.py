@@ -165,6 +165,7 @@ SELECT id, name, kind, depth
 FROM cortex.related_entities(:user_id, :name, :max_depth, CAST(:as_of AS timestamptz))
 """
 
+# /*filters*/ true is replaced by a compiled where_filter (cortex_pg.store.filters.compile_where).
 # Notes that mention the query's entities; score = matched entities / query entities, in (0, 1].
 NOTES_BY_ENTITIES = f"""
 WITH q AS (
@@ -183,7 +184,7 @@ FROM hits h
 JOIN cortex.notes n ON n.user_id = :user_id AND n.id = h.note_id
 WHERE n.merged_into IS NULL
   AND (CAST(:memory_type AS text) IS NULL OR n.memory_type = :memory_type)
-  AND n.metadata @> CAST(:filters AS jsonb)
+  AND (/*filters*/ true)
   AND (CAST(:session_id AS text) IS NULL OR n.session_id = :session_id)
 ORDER BY score DESC, n.created_at DESC, n.id
 LIMIT :limit
@@ -199,7 +200,7 @@ SELECT {N_COLUMNS}, 'ltm' AS memory_tier, ts_rank_cd(n.tsv, q.tsq, 32) AS score
 FROM cortex.notes n, q
 WHERE n.user_id = :user_id AND n.tsv @@ q.tsq AND n.merged_into IS NULL
   AND (CAST(:memory_type AS text) IS NULL OR n.memory_type = :memory_type)
-  AND n.metadata @> CAST(:filters AS jsonb)
+  AND (/*filters*/ true)
   AND (CAST(:session_id AS text) IS NULL OR n.session_id = :session_id)
 ORDER BY score DESC, n.created_at DESC, n.id
 LIMIT :limit
@@ -219,4 +220,26 @@ JOIN cortex.entity_mentions m ON m.user_id = e.user_id AND m.entity_id = e.id
 WHERE e.user_id = :user_id AND {in_session("m.user_id", "m.note_id")}
 GROUP BY e.id, e.name, e.kind
 ORDER BY e.id
+"""
+
+# The entities mentioned (frequency > 0) by the user's notes, or by the notes of session
+# :session_id when it is set; oldest first (EntityMemory.entities / entity_mentions keys).
+ENTITY_NAMES = f"""
+SELECT e.name FROM cortex.entities e
+WHERE e.user_id = :user_id AND e.frequency > 0
+  AND (CAST(:session_id AS text) IS NULL OR EXISTS (
+        SELECT 1 FROM cortex.entity_mentions m
+        WHERE m.user_id = e.user_id AND m.entity_id = e.id AND {in_session("m.user_id", "m.note_id")}))
+ORDER BY e.first_seen, e.name
+"""
+
+# Every mentioned entity of the user with its mentions (oldest first), in one statement.
+ENTITY_TABLE = """
+SELECT e.name, e.kind, e.first_seen, e.last_seen, e.frequency, e.contexts,
+       ARRAY(SELECT CAST(m.note_id AS text) FROM cortex.entity_mentions m
+             WHERE m.user_id = e.user_id AND m.entity_id = e.id
+             ORDER BY m.mentioned_at, m.note_id) AS mentions
+FROM cortex.entities e
+WHERE e.user_id = :user_id AND e.frequency > 0
+ORDER BY e.first_seen, e.name
 """

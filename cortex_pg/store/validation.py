@@ -214,7 +214,9 @@ def memory_source(value: object) -> str:
 
 
 def where_filter(value: object, field: str = "where_filter") -> dict[str, Any] | None:
-    """A where_filter as a JSON-able dict (its grammar is checked in SQL by ``cortex.compile_filter``)."""
+    """A where_filter as a JSON-able dict (its grammar is checked in SQL by ``cortex.compile_filter``;
+    see :mod:`cortex_pg.store.filters`: a bare list value means "equal to exactly this list",
+    and a shape that could only match nothing because of how it is written raises)."""
     if value is None:
         return None
     if not isinstance(value, Mapping):

@@ -30,9 +30,11 @@ from typing import Any
 
 from sqlalchemy import text
 
+from cortex_pg.compat import item_views
 from cortex_pg.compat.calute import sql
 from cortex_pg.compat.calute.long_term import LongTermMemory
 from cortex_pg.compat.calute.short_term import ShortTermMemory
+from cortex_pg.compat.item_views import item_statistics
 from cortex_pg.compat.memory_item import MemoryItem, item_from_note
 from cortex_pg.errors import ValidationError, translate_db_errors
 from cortex_pg.store import MemoryStore
@@ -287,14 +289,43 @@ class ContextualMemory:
         return "\n".join(parts) if parts else "No context available."
 
     def get_statistics(self) -> dict[str, Any]:
-        """Counts of both shelves and the stack depth."""
-        st, lt = len(self.short_term), len(self.long_term)
-        return {
-            "total_items": st + lt,
-            "short_term_items": st,
-            "long_term_items": lt,
-            "context_depth": len(self.context_stack),
-        }
+        """calute's statistics over both shelves, counted in SQL: ``total_items``, ``max_items``
+        (short-term capacity + long-term ``max_items``), ``memory_types``, ``unique_agents``,
+        ``unique_users``, ``unique_conversations`` (see
+        :func:`~cortex_pg.compat.item_views.item_statistics`); and ``short_term_items``,
+        ``long_term_items``, ``context_depth`` (frames on the stack). A promoted item is on
+        both shelves and counted on each (as ``len``)."""
+        st, lt = self.short_term.shelf, self.long_term.shelf
+        rows = (
+            st.rows_sql().replace(":session_id", ":st_session").replace(":memory_type", ":st_type")
+            + " UNION ALL "
+            + lt.rows_sql()
+        )
+        params = {**lt.params, "st_session": st.session_id, "st_type": st.memory_type}
+        with self.store.engine.connect() as conn:
+            stats = item_statistics(conn, rows, params)
+        stats["max_items"] = self.short_term.max_items + self.long_term.max_items
+        stats["short_term_items"] = stats["memory_types"].get(st.memory_type, 0)
+        stats["long_term_items"] = stats["memory_types"].get(lt.memory_type, 0)
+        stats["context_depth"] = len(self.context_stack)
+        return stats
+
+    def get_context(self, limit: int = 10, format_type: str = "text") -> str:
+        """The newest ``limit`` items of both shelves (one per id), oldest first, in calute's
+        formats (``text``, ``json``, ``markdown``; see
+        :func:`~cortex_pg.compat.item_views.render_context`); not counted as accesses.
+
+        Raises:
+            ValidationError: ``limit`` not a positive integer, or an unknown ``format_type``.
+        """
+        lim = validation.limit(limit)
+        fmt = item_views.format_type(format_type)
+        newest: dict[str, Any] = {}
+        for shelf in (self.short_term.shelf, self.long_term.shelf):
+            for note in shelf.list(limit=lim, order="newest"):
+                newest.setdefault(str(note.id), note)
+        notes = sorted(newest.values(), key=lambda n: (n.created_at, str(n.id)))[-lim:]
+        return item_views.render_context([item_from_note(n) for n in notes], fmt)
 
     def __len__(self) -> int:
         return len(self.short_term) + len(self.long_term)

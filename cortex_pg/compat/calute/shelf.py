@@ -8,7 +8,6 @@ Shelves of one store share tables, embeddings and search; they differ only by th
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Mapping
 from datetime import datetime
@@ -16,27 +15,16 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
+from cortex_pg.compat import item_views
 from cortex_pg.compat.calute import sql
+from cortex_pg.compat.item_views import ROW_COLUMNS, item_statistics, render_context
+from cortex_pg.compat.memory_item import item_from_note
 from cortex_pg.errors import ConflictError, ValidationError, translate_db_errors
 from cortex_pg.store import MemoryStore, Note, SearchResult, validation
+from cortex_pg.store.filters import clean_filters_given, compile_where, item_filter
 from cortex_pg.store.memory_store import note_from_row
 
 TABLES = {"stm": "cortex.stm_notes", "ltm": "cortex.notes"}
-
-
-def clean_filters(filters: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """calute filters as a where_filter: keys with a falsy value are ignored (as calute does:
-    ``{"agent_id": None}`` filters nothing); operators (``$and``, ``{"$gte": ...}``) pass through.
-
-    Raises:
-        ValidationError: not a dict.
-    """
-    if filters is None:
-        return None
-    if not isinstance(filters, Mapping):
-        raise ValidationError("filters", f"must be a dict, got {type(filters).__name__}")
-    kept = {k: v for k, v in filters.items() if v is not None and v != "" and v != []}
-    return kept or None
 
 
 class Shelf:
@@ -136,12 +124,13 @@ class Shelf:
         return self.get(note.id)
 
     def delete(self, memory_id: object = None, filters: Mapping[str, Any] | None = None) -> int:
-        """Delete one item by id, or every item matching ``filters``, or (neither) nothing.
+        """Delete one item by id, or every item matching ``filters``, or (neither, or filters
+        whose keys are all unset) nothing.
 
         Returns:
             The number of items removed.
         """
-        if memory_id is None and not filters:
+        if memory_id is None and not clean_filters_given(filters):
             return 0
         nid = self._id(memory_id) if memory_id is not None else None
         if memory_id is not None and nid is None:
@@ -196,7 +185,8 @@ class Shelf:
         touch: bool = False,
         retention_days: float = 365.0,
     ) -> list[Note]:
-        """Items matching ``filters`` (a where_filter; see :func:`clean_filters`), in ``order``:
+        """Items matching ``filters`` (calute item fields and metadata, see
+        :mod:`cortex_pg.store.filters`), in ``order``:
         ``newest`` / ``oldest`` first (insertion order breaks ties) or ``ltm_score`` (the
         LongTermMemory score with relevance 1, see :mod:`~cortex_pg.compat.calute.long_term`).
 
@@ -233,7 +223,11 @@ class Shelf:
     def search(
         self, query: str, *, limit: int, filters: Mapping[str, Any] | None = None
     ) -> list[SearchResult]:
-        """Hybrid search (:meth:`MemoryStore.search`) of this shelf; touches the results."""
+        """Hybrid search (:meth:`MemoryStore.search`) of this shelf; touches the results.
+
+        Raises:
+            ValidationError: a bad filter (field ``filters``).
+        """
         return self.store.search(
             query,
             user_id=self.user_id,
@@ -243,6 +237,16 @@ class Shelf:
             where_filter=self.where_filter(filters),
         )
 
+    def rows_sql(self) -> str:
+        """``SELECT`` of :data:`~cortex_pg.compat.item_views.ROW_COLUMNS` over this shelf's items
+        (bound values: :attr:`params`)."""
+        return f"SELECT {ROW_COLUMNS} FROM {self.table} n WHERE {sql.SCOPE} {self._live()}"
+
+    def statistics(self) -> dict[str, Any]:
+        """:func:`~cortex_pg.compat.item_views.item_statistics` of this shelf."""
+        with self.store.engine.connect() as conn:
+            return item_statistics(conn, self.rows_sql(), self.params)
+
     def count(self) -> int:
         statement = sql.COUNT.format(table=self.table, scope=sql.SCOPE, live=self._live())
         with translate_db_errors(), self.store.engine.connect() as conn:
@@ -250,20 +254,22 @@ class Shelf:
 
     # ------------------------------------------------------------------ helpers
     def where_filter(self, filters: Mapping[str, Any] | None) -> dict[str, Any]:
-        """This shelf's ``memory_type`` AND-ed with the caller's filters."""
-        mine: dict[str, Any] = {"memory_type": self.memory_type}
-        extra = clean_filters(filters)
-        return {"$and": [mine, extra]} if extra else mine
+        """This shelf's ``memory_type`` AND-ed with the caller's filters, in calute's item field
+        names (:func:`~cortex_pg.store.filters.item_filter`), checked by the compiler first so
+        that an error names ``filters``.
+
+        Raises:
+            ValidationError: a bad filter (field ``filters``).
+        """
+        flt = item_filter(filters, memory_type=self.memory_type)
+        assert flt is not None
+        if clean_filters_given(filters):
+            with self.store.engine.connect() as conn:
+                compile_where(conn, flt)
+        return flt
 
     def _where(self, conn: Connection, filters: Mapping[str, Any] | None) -> str:
-        extra = clean_filters(filters)
-        if not extra:
-            return "true"
-        compiled = conn.execute(
-            text(sql.COMPILE_FILTER), {"filter": json.dumps(validation.where_filter(extra, "filters"))}
-        )
-        # the compiled text holds quoted literals; escape ':' so text() binds no parameter in them
-        return str(compiled.scalar_one()).replace(":", "\\:")
+        return compile_where(conn, item_filter(filters))
 
     def _live(self) -> str:
         return "AND n.merged_into IS NULL" if self.tier == "ltm" else ""
@@ -283,13 +289,25 @@ class ShelfBacked:
     max_items: int
 
     def get_statistics(self) -> dict[str, Any]:
-        """``total_items``, ``max_items`` and ``memory_types`` (calute's keys, counted in SQL)."""
-        total = len(self)
-        return {
-            "total_items": total,
-            "max_items": self.max_items,
-            "memory_types": {self.shelf.memory_type: total} if total else {},
-        }
+        """calute's statistics, counted in SQL: ``total_items``, ``max_items``, ``memory_types``
+        (memory_type -> count), ``unique_agents``, ``unique_users``, ``unique_conversations``
+        (distinct non-empty ids among the items; see
+        :func:`~cortex_pg.compat.item_views.item_statistics`)."""
+        stats = self.shelf.statistics()
+        return {"max_items": self.max_items, **stats}
+
+    def get_context(self, limit: int = 10, format_type: str = "text") -> str:
+        """The newest ``limit`` items, oldest first, as ``text``, ``json`` or ``markdown``
+        (calute's formats, see :func:`~cortex_pg.compat.item_views.render_context`); not
+        counted as accesses. ``""`` (``"[]"`` in json) when empty.
+
+        Raises:
+            ValidationError: ``limit`` not a positive integer, or an unknown ``format_type``.
+        """
+        lim = validation.limit(limit)
+        fmt = item_views.format_type(format_type)
+        notes = self.shelf.list(limit=lim, order="newest")
+        return render_context([item_from_note(n) for n in reversed(notes)], fmt)
 
     def __len__(self) -> int:
         return self.shelf.count()

@@ -1,7 +1,7 @@
 """SQL of the calute facade, kept together so a reader can paste it into psql.
 
 ``{table}`` is ``cortex.notes`` or ``cortex.stm_notes`` (aliased ``n``), ``{where}`` a
-where_filter compiled by ``cortex.compile_filter(filter, 'n')`` (values quoted by the
+where_filter compiled by ``cortex.compile_filter`` (:mod:`cortex_pg.store.filters`) (values quoted by the
 server), ``{scope}`` the scope test below. Values are always bound.
 """
 
@@ -12,8 +12,6 @@ from cortex_pg.store.sql import NOTE_COLUMNS
 COLUMNS = ", ".join(f"n.{c.strip()}" for c in NOTE_COLUMNS.split(","))
 
 SCOPE = "n.user_id = :user_id AND n.session_id = :session_id AND n.memory_type = :memory_type"
-
-COMPILE_FILTER = "SELECT cortex.compile_filter(CAST(:filter AS jsonb), 'n')"
 
 # LTM score of the calute LongTermMemory (keyword path weights of calute's long_term_memory.py):
 #   0.5 * relevance + 0.3 * max(0, 1 - age_days / retention_days) + 0.2 * importance
@@ -153,6 +151,12 @@ INSERT INTO cortex.user_preferences AS p (user_id, preferences) VALUES (:user_id
 ON CONFLICT (user_id) DO UPDATE SET preferences = p.preferences || EXCLUDED.preferences, updated_at = now()
 RETURNING preferences
 """
+PREFERENCES_ROW = "SELECT preferences FROM cortex.user_preferences WHERE user_id = :user_id"
+PREFERENCES_ALL = "SELECT user_id, preferences FROM cortex.user_preferences ORDER BY user_id"
+# a user becomes known (calute's get_or_create_user_memory stored the defaults)
+PREFERENCES_KNOW = (
+    "INSERT INTO cortex.user_preferences (user_id) VALUES (:user_id) ON CONFLICT (user_id) DO NOTHING"
+)
 PREFERENCES_DELETE = "DELETE FROM cortex.user_preferences WHERE user_id = :user_id"
 
 # distinct entities mentioned by the entity notes of one (user, session)

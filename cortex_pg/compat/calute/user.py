@@ -20,8 +20,9 @@ from sqlalchemy import text
 from cortex_pg.compat.calute import sql
 from cortex_pg.compat.calute.contextual import ContextualMemory
 from cortex_pg.compat.memory_item import MemoryItem
+from cortex_pg.compat.views import ReadOnlyDict, SqlMapping
 from cortex_pg.entities import EntityMemory
-from cortex_pg.errors import translate_db_errors
+from cortex_pg.errors import ValidationError, translate_db_errors
 from cortex_pg.store import MemoryStore
 from cortex_pg.store.memory_store import facade_store, validation
 
@@ -60,14 +61,46 @@ class UserMemory:
         self.user_memories: dict[str, ContextualMemory] = {}
         self.user_entities: dict[str, EntityMemory] = {}
 
+    WRITE_METHOD = "UserMemory.update_user_preferences"
+
+    @property
+    def user_preferences(self) -> SqlMapping:
+        """calute's ``user_preferences``: user id -> preferences (:data:`DEFAULT_PREFERENCES`
+        overlaid with what the user set), for every user known to ``cortex.user_preferences``
+        (a user is known once a memory was created for it by :meth:`get_or_create_user_memory`
+        or preferences were set, in any process). A read-only view read from SQL on every
+        access; writing to it or to a preferences dict raises
+        :class:`~cortex_pg.errors.ReadOnlyError` naming :meth:`update_user_preferences`."""
+        view = "UserMemory.user_preferences"
+
+        def prefs(stored: Mapping[str, Any] | None) -> ReadOnlyDict:
+            return ReadOnlyDict(
+                {**copy.deepcopy(DEFAULT_PREFERENCES), **(stored or {})}, view, self.WRITE_METHOD
+            )
+
+        def rows() -> dict[str, ReadOnlyDict]:
+            with translate_db_errors(), self.store.engine.connect() as conn:
+                found = conn.execute(text(sql.PREFERENCES_ALL)).all()
+            return {r.user_id: prefs(r.preferences) for r in found}
+
+        def get(user_id: str) -> ReadOnlyDict | None:
+            with translate_db_errors(), self.store.engine.connect() as conn:
+                found = conn.execute(text(sql.PREFERENCES_ROW), {"user_id": user_id}).first()
+            return None if found is None else prefs(found.preferences)
+
+        return SqlMapping(view, self.WRITE_METHOD, lambda: list(rows()), get, rows)
+
     def get_or_create_user_memory(self, user_id: str) -> ContextualMemory:
         """The user's :class:`ContextualMemory` (a view; its data may come from any process).
+        The user becomes a key of :attr:`user_preferences` (with the defaults), as in calute.
 
         Raises:
             ValidationError: a bad user_id.
         """
         uid = validation.scope_id(user_id, "user_id")
         if uid not in self.user_memories:
+            with translate_db_errors(), self.store.engine.begin() as conn:
+                conn.execute(text(sql.PREFERENCES_KNOW), {"user_id": uid})
             self.user_memories[uid] = ContextualMemory(
                 self.short_term_capacity, store=self.store, user_id=uid, session_id=self.session_id
             )
@@ -164,6 +197,34 @@ class UserMemory:
             "relationships": int(row.r),
             "preferences": self.get_user_preferences(uid),
         }
+
+    def get_context(self, limit: int = 10, format_type: str = "text", *, user_id: str | None = None) -> str:
+        """:meth:`ContextualMemory.get_context` of one user's memory (calute's formats). Each
+        user is its own tenant, so ``user_id`` is required: no output mixes users.
+
+        Raises:
+            ValidationError: no or a bad ``user_id``, a bad ``limit`` or ``format_type``.
+        """
+        return self.get_or_create_user_memory(self._required_user(user_id)).get_context(limit, format_type)
+
+    def get_statistics(self, user_id: str | None = None) -> dict[str, Any]:
+        """:meth:`ContextualMemory.get_statistics` of one user's memory (``total_items``,
+        ``max_items``, ``memory_types``, ``unique_agents``, ``unique_users``,
+        ``unique_conversations``, ...), counted in SQL; ``user_id`` is required (see
+        :meth:`get_context`).
+
+        Raises:
+            ValidationError: no or a bad ``user_id``.
+        """
+        return self.get_or_create_user_memory(self._required_user(user_id)).get_statistics()
+
+    @staticmethod
+    def _required_user(user_id: object) -> str:
+        if user_id is None:
+            raise ValidationError(
+                "user_id", "required: UserMemory keeps one memory per user (each its own tenant)"
+            )
+        return validation.scope_id(user_id, "user_id")
 
     def clear_user_memory(self, user_id: str) -> None:
         """Delete the user's memories (both tiers, the context stack), entity items and preferences."""

@@ -1,0 +1,110 @@
+"""Filters: one language for every caller, compiled by the SQL function ``cortex.compile_filter``.
+
+The Prem API's ``where_filter``, the calute stores' ``filters`` (``ShortTermMemory``,
+``LongTermMemory``, ``ContextualMemory``, ``EntityMemory``, ``UserMemory``) and plain SQL all
+go through the same compiler, so a filter means the same thing and fails the same way
+everywhere (the grammar is in ``sql/functions/compile_filter/v2.sql``):
+
+* ``{"field": value}`` is ``$eq``; operators ``$eq $ne $gt $gte $lt $lte $in $nin $contains``
+  and ``$and $or $not``; columns (content, memory_type, importance, created_at, tags, ...) and
+  metadata keys (anything else, or ``metadata.<key>``).
+* A bare list value means "equal to exactly this list" (JSON equality), never "any of"
+  (``$in``) nor "contains" (``$contains``).
+* A shape that could only match nothing because of how it is written raises
+  :class:`~cortex_pg.errors.ValidationError` naming the caller's field and the path of the
+  offending part: an unknown operator, a logical or comparison word without ``$``
+  (``{"or": [...]}``, ``{"year": {"gte": 2022}}``), bounds of two JSON types, a number written
+  as a string in a range (``{"$gte": "2022"}``), an empty range, a wrong value type.
+
+The calute stores use calute's item field names (:func:`item_filter`): ``memory_type``,
+``agent_id``, ``task_id``, ``conversation_id``, ``user_id`` (the item's user: metadata
+``user_id`` when set, else the tenant), ``memory_id``, ``timestamp``, ``last_accessed``,
+``content``, ``access_count`` and any metadata key.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import Connection, text
+
+from cortex_pg.errors import ValidationError, translate_db_errors
+from cortex_pg.store import validation
+
+COMPILE = "SELECT cortex.compile_filter(CAST(:filter AS jsonb), :alias, :path)"
+
+ITEM_FIELDS = {"$fields": "item"}
+
+
+def clean_filters(filters: object, field: str = "filters") -> dict[str, Any] | None:
+    """calute filters without their unset keys: a key whose value is None or ``""`` is ignored
+    (``{"agent_id": None}`` filters nothing, as in calute's stores); None or ``{}`` -> None.
+
+    Raises:
+        ValidationError: not a dict (``field``).
+    """
+    if filters is None:
+        return None
+    if not isinstance(filters, Mapping):
+        raise ValidationError(field, f"must be a dict, got {type(filters).__name__}")
+    kept = {k: v for k, v in filters.items() if v is not None and v != ""}
+    return kept or None
+
+
+def clean_filters_given(filters: object, field: str = "filters") -> bool:
+    """True when ``filters`` holds a condition (not None, ``{}`` or only unset keys).
+
+    Raises:
+        ValidationError: not a dict (``field``).
+    """
+    return clean_filters(filters, field) is not None
+
+
+def item_filter(
+    filters: object, *, memory_type: str | None = None, field: str = "filters"
+) -> dict[str, Any] | None:
+    """A calute store's where_filter: calute's item field names (``"$fields": "item"``), this
+    store's ``memory_type`` (when given) AND the caller's filters (see :func:`clean_filters`).
+
+    Returns:
+        A JSON-able where_filter, or None when there is nothing to test.
+
+    Raises:
+        ValidationError: not a dict, not JSON-serialisable, or nested too deep (``field``).
+    """
+    extra = clean_filters(filters, field)
+    if extra is not None:
+        extra = validation.where_filter(extra, field)
+    if memory_type is None:
+        return None if extra is None else {**ITEM_FIELDS, **extra}
+    mine = {"memory_type": memory_type}
+    if extra is None:
+        return {**ITEM_FIELDS, **mine}
+    if "memory_type" in extra or "$fields" in extra:
+        return {**ITEM_FIELDS, "$and": [mine, extra]}
+    return {**ITEM_FIELDS, **extra, **mine}  # the caller's keys keep their paths in errors
+
+
+def compile_where(
+    conn: Connection, where_filter: Mapping[str, Any] | None, *, field: str = "filters", alias: str = "n"
+) -> str:
+    """The SQL boolean expression of a where_filter over rows aliased ``alias``, ready to put
+    in a :func:`sqlalchemy.text` statement (``"true"`` for None).
+
+    Literals are quoted by the server (``format('%L')``); ``:`` is escaped so that ``text()``
+    binds no parameter inside them.
+
+    Raises:
+        ValidationError: a filter the compiler refuses, naming ``field`` and the path of the
+            offending part (e.g. ``filters.year.$gte``).
+    """
+    if not where_filter:
+        return "true"
+    checked = validation.where_filter(where_filter, field)
+    with translate_db_errors():
+        compiled = conn.execute(
+            text(COMPILE), {"filter": json.dumps(checked), "alias": alias, "path": field}
+        ).scalar_one()
+    return str(compiled).replace(":", "\\:")
