@@ -6,9 +6,9 @@ written (``"or": [...]`` without ``$``, ``{"gte": 1}``, bounds of two JSON types
 written as a string in a range, an empty numeric range) raise; ``"$fields": "item"`` selects the
 calute item field names; the error's field is the first segment of the path given.
 
-Revision ID: 0100_calute
-Revises: 0007
-Create Date: 2026-12-20 10:00:00.000000
+Revision ID: 0010
+Revises: 0009
+Create Date: 2026-12-01 03:00:00
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from alembic import op
 
 from cortex_pg.db.migrate import read_sql
 
-revision: str = "0100_calute"
-down_revision: str | None = "0007"
+revision: str = "0010"
+down_revision: str | None = "0009"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
