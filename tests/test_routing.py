@@ -40,9 +40,6 @@ EQ_CONST = re.compile(r"\buser_id = ('(?:[^']|'')*'::text|\$\d+)|('(?:[^']|'')*'
 
 #: Statements of the package that do not route to one shard, with the reason and the fix.
 KNOWN_FANOUT = {
-    "touched_ltm AS (": "SEARCH's access-count update joins notes to the function's result by "
-    "(user_id, id) without a constant user_id: add `AND n.user_id = :user_id` (and s.) to "
-    "touched_ltm / touched_stm in cortex_pg/store/sql.py",
     "WHERE id = ANY(CAST(%(ids)s AS uuid[]))": "the global id check of caller-given ids reads every "
     "tenant; replaced by the note_ids reference table (a primary-key lookup on one node)",
     "AS k(user_id, session_id, content_hash)": "FIND_EXISTING (dedup before embedding) joins the "

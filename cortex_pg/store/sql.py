@@ -129,10 +129,10 @@ WITH hits AS MATERIALIZED (
         p_expand_entities => :expand_entities)
 ), touched_ltm AS (
     UPDATE cortex.notes n SET access_count = n.access_count + 1, last_accessed_at = now()
-    FROM hits h WHERE :touch AND n.user_id = h.user_id AND n.id = h.id
+    FROM hits h WHERE :touch AND n.user_id = :user_id AND n.user_id = h.user_id AND n.id = h.id
 ), touched_stm AS (
     UPDATE cortex.stm_notes s SET access_count = s.access_count + 1, last_accessed_at = now()
-    FROM hits h WHERE :touch AND s.user_id = h.user_id AND s.id = h.id
+    FROM hits h WHERE :touch AND s.user_id = :user_id AND s.user_id = h.user_id AND s.id = h.id
 )
 SELECT * FROM hits ORDER BY score DESC, id
 """
