@@ -23,6 +23,7 @@ from sqlalchemy import (
     Index,
     MetaData,
     PrimaryKeyConstraint,
+    SmallInteger,
     Text,
     UniqueConstraint,
     text,
@@ -161,11 +162,13 @@ class StmNote(_NoteFields, Base):
 
 
 class Embedding(Base):
-    """One embedding of one note by one model; keyed (user_id, note_id, model).
+    """One embedding of one note by one model; keyed (user_id, note_id, model, kind, window_no).
 
-    The column is an untyped ``vector``; each registered model gets a partial HNSW index on
-    ``(embedding::vector(dim)) vector_cosine_ops WHERE model = '<name>'`` (see
-    ``cortex.register_embedding_model``).
+    ``kind`` ``text``: window ``window_no`` of the note's own text (0 when it fits the model's
+    window); ``context``: the note read with the conversation before it. Search scores a note
+    by its best embedding. The column is an untyped ``vector``; each registered model gets a
+    partial HNSW index on ``(embedding::vector(dim)) vector_cosine_ops WHERE model = '<name>'``
+    (``halfvec`` above 2,000 dimensions; see ``cortex.register_embedding_model``).
     """
 
     __tablename__ = "embeddings"
@@ -176,9 +179,13 @@ class Embedding(Base):
     session_id: Mapped[str] = mapped_column(server_default=text("'default'"))
     embedding: Mapped[Any] = mapped_column(Vector())
     created_at: Mapped[datetime] = mapped_column(server_default=text("now()"))
+    kind: Mapped[str] = mapped_column(server_default=text("'text'"))
+    window_no: Mapped[int] = mapped_column(SmallInteger, server_default=text("0"))
 
     __table_args__ = (
-        PrimaryKeyConstraint("user_id", "note_id", "model"),
+        PrimaryKeyConstraint("user_id", "note_id", "model", "kind", "window_no"),
+        CheckConstraint("kind IN ('text', 'context')", name="kind_known"),
+        CheckConstraint("window_no >= 0", name="window_no_range"),
         ForeignKeyConstraint(["user_id", "note_id"], ["notes.user_id", "notes.id"], ondelete="CASCADE"),
         Index("ix_embeddings_model_user", "model", "user_id"),
     )
@@ -199,7 +206,7 @@ class EmbeddingModel(Base):
     created_at: Mapped[datetime] = mapped_column(server_default=text("now()"))
 
     __table_args__ = (
-        CheckConstraint("dim BETWEEN 1 AND 2000", name="dim_range"),
+        CheckConstraint("dim BETWEEN 1 AND 4000", name="dim_range"),
         Index("uq_embedding_models_active", "active", unique=True, postgresql_where=text("active")),
     )
 

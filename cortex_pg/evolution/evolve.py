@@ -36,7 +36,7 @@ FOR NO KEY UPDATE
 NEIGHBOURS = """
 WITH me AS MATERIALIZED (
     SELECT embedding, session_id FROM cortex.embeddings
-    WHERE user_id = :user_id AND note_id = :id AND model = :model
+    WHERE user_id = :user_id AND note_id = :id AND model = :model AND kind = 'text' AND window_no = 0
 ), merged AS MATERIALIZED (
     SELECT coalesce(array_agg(id), '{}') AS ids FROM cortex.notes
     WHERE user_id = :user_id AND merged_into IS NOT NULL
@@ -44,7 +44,7 @@ WITH me AS MATERIALIZED (
     SELECT e.note_id, e.embedding <=> me.embedding AS dist
     FROM me, merged, cortex.embeddings e
     WHERE e.user_id = :user_id AND e.model = :model AND e.session_id = me.session_id
-      AND e.note_id <> :id AND e.note_id <> ALL (merged.ids)
+      AND e.kind = 'text' AND e.window_no = 0 AND e.note_id <> :id AND e.note_id <> ALL (merged.ids)
     ORDER BY 2, 1
     LIMIT :k
 )

@@ -74,11 +74,12 @@ WHERE user_id = :user_id AND id = :target
 
 UPDATE_EMBEDDING = """
 UPDATE cortex.embeddings SET embedding = CAST(:embedding AS vector), created_at = now()
-WHERE user_id = :user_id AND note_id = :target AND model = :model
+WHERE user_id = :user_id AND note_id = :target AND model = :model AND kind = 'text' AND window_no = 0
 """
 
 DROP_OTHER_EMBEDDINGS = """
-DELETE FROM cortex.embeddings WHERE user_id = :user_id AND note_id = :target AND model <> :model
+DELETE FROM cortex.embeddings WHERE user_id = :user_id AND note_id = :target
+  AND (model <> :model OR kind <> 'text' OR window_no <> 0)
 """
 
 # Move every link touching the source onto the target; on a clash the stronger link wins.

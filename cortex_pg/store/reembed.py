@@ -39,7 +39,8 @@ UPSERT = """
 INSERT INTO cortex.embeddings (user_id, note_id, model, session_id, embedding)
 SELECT r.user_id, r.id, :m, r.session_id, CAST(r.embedding AS vector)
 FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(user_id text, id uuid, session_id text, embedding text)
-ON CONFLICT (user_id, note_id, model) DO UPDATE SET embedding = EXCLUDED.embedding, created_at = now()
+ON CONFLICT (user_id, note_id, model, kind, window_no)
+DO UPDATE SET embedding = EXCLUDED.embedding, created_at = now()
 """
 
 
@@ -57,8 +58,8 @@ def prepare(engine: Engine, embedder: Embedder) -> str:
         EmbeddingDimensionError: the model is registered with another dimension.
     """
     name, dim = embedder.name, embedder.dim
-    if not 1 <= dim <= 2000:
-        raise ValidationError("dim", f"{dim} is outside 1..2000 (the HNSW limit)")
+    if not 1 <= dim <= 4000:
+        raise ValidationError("dim", f"{dim} is outside 1..4000 (the HNSW limit of halfvec)")
     with translate_db_errors(), engine.connect() as conn:
         stored = conn.execute(
             text("SELECT dim FROM cortex.embedding_models WHERE model = :m"), {"m": name}
@@ -76,14 +77,10 @@ def prepare(engine: Engine, embedder: Embedder) -> str:
     with translate_db_errors(), engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         if valid is False:  # a concurrent build that was interrupted leaves an invalid index
             conn.execute(text(f'DROP INDEX CONCURRENTLY IF EXISTS cortex."{index}"'))
-        quoted = name.replace("'", "''")
-        conn.execute(
-            text(
-                f'CREATE INDEX CONCURRENTLY IF NOT EXISTS "{index}" ON cortex.embeddings '
-                f"USING hnsw ((embedding::vector({int(dim)})) vector_cosine_ops) "
-                f"WITH (m = 16, ef_construction = 64) WHERE model = '{quoted}'"
-            )
-        )
+        ddl = conn.execute(
+            text("SELECT cortex.embedding_index_ddl(:m, :d, true)"), {"m": name, "d": dim}
+        ).scalar_one()
+        conn.execute(text(ddl))
     with translate_db_errors(), engine.begin() as conn:
         conn.execute(text("SELECT cortex.register_embedding_model(:m, :d, false)"), {"m": name, "d": dim})
     return index

@@ -56,7 +56,8 @@ INSERT_EMBEDDINGS = f"""
 INSERT INTO cortex.embeddings (user_id, note_id, model, session_id, embedding)
 SELECT r.user_id, r.id, :model, r.session_id, CAST(r.embedding AS vector)
 FROM {RECORDSET}
-ON CONFLICT (user_id, note_id, model) DO UPDATE SET embedding = EXCLUDED.embedding, created_at = now()
+ON CONFLICT (user_id, note_id, model, kind, window_no)
+DO UPDATE SET embedding = EXCLUDED.embedding, created_at = now()
 """
 
 INSERT_STM = f"""

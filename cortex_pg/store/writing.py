@@ -192,7 +192,8 @@ class NoteWriter:
             try:
                 with self.engine.begin() as conn:
                     empty = (
-                        conn.execute(text(sql.MODEL_HAS_EMBEDDINGS), {"model": model}).scalar_one_or_none() is None
+                        conn.execute(text(sql.MODEL_HAS_EMBEDDINGS), {"model": model}).scalar_one_or_none()
+                        is None
                     )
                     index = conn.execute(text(sql.MODEL_INDEX), {"model": model}).scalar_one_or_none()
                     if empty and index:
@@ -478,7 +479,8 @@ class NoteWriter:
                     conn.execute(
                         text(
                             "UPDATE cortex.embeddings SET embedding = CAST(:v AS vector), created_at = now() "
-                            "WHERE user_id = :user_id AND note_id = :id AND model = :m"
+                            "WHERE user_id = :user_id AND note_id = :id AND model = :m "
+                            "AND kind = 'text' AND window_no = 0"
                         ),
                         {"v": lit, "user_id": uid, "id": nid, "m": self.embedder.name},
                     )
