@@ -63,6 +63,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.execute("DROP FUNCTION IF EXISTS cortex.search_statement(text, int, text, text, boolean)")
     op.execute(f"DROP FUNCTION IF EXISTS {SEARCH_SIGNATURE}")
     op.execute(read_sql("functions/search_notes/v4.sql"))
     op.execute("DROP FUNCTION IF EXISTS cortex.embedding_index_ddl(text, int, boolean)")

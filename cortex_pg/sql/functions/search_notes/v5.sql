@@ -16,8 +16,11 @@
 --     `pool` index entries; every candidate (full-text or vector) is then scored exactly;
 --   * the pool scales with the limit: pool = max(2 * limit, 40) per ranker (so any limit
 --     <= 20 ranks the same top), hnsw.ef_search = pool;
---   * the statement is assembled only from the model, its dimension and the compiled filter,
---     and leaves out the joins a search without filters does not need.
+--   * the statement is written once (cortex.search_statement, also callable on its own to
+--     read or EXPLAIN it) from the model, its dimension, the compiled where_filter and whether
+--     the entity list is asked for; the parts a search does not use are left out, so planning
+--     stays short. (A plan cached across calls was tried: PostgreSQL's generic plan for this
+--     statement is several times slower than a custom one, so each call is planned.)
 --
 -- Candidates (each ranker returns up to pool rows):
 --   vector : cosine distance, LTM from the model's partial HNSW index on cortex.embeddings
@@ -47,228 +50,32 @@
 --            source, unknown model, no query at all).
 -- Results are ordered best first (score desc, then id).
 
-CREATE OR REPLACE FUNCTION cortex.search_notes(
-    p_user_id text,
-    p_query_embedding vector,
-    p_query_text text,
-    p_limit int DEFAULT 10,
-    p_temporal_weight real DEFAULT 0,
-    p_date_from timestamptz DEFAULT NULL,
-    p_date_to timestamptz DEFAULT NULL,
-    p_filter jsonb DEFAULT NULL,
-    p_now timestamptz DEFAULT now(),
-    p_session_id text DEFAULT NULL,
-    p_memory_source text DEFAULT 'all',
-    p_model text DEFAULT NULL,
-    p_context_embedding vector DEFAULT NULL,
-    p_query_entities text[] DEFAULT NULL,
-    p_entity_weight real DEFAULT 0.5,
-    p_expand_entities boolean DEFAULT false
-) RETURNS TABLE (
-    id uuid,
-    user_id text,
-    session_id text,
-    memory_tier text,
-    content text,
-    keywords text[],
-    tags text[],
-    context text,
-    category text,
-    memory_type text,
-    metadata jsonb,
-    importance real,
-    created_at timestamptz,
-    updated_at timestamptz,
-    last_accessed_at timestamptz,
-    access_count int,
-    score double precision,
-    relevance_score double precision,
-    semantic_score double precision,
-    distance double precision,
-    text_score double precision,
-    recency_score double precision,
-    vector_rank int,
-    text_rank int,
-    context_score double precision,
-    entity_score double precision,
-    entity_rank int
-)
-LANGUAGE plpgsql AS $fn$
-#variable_conflict use_column
+-- cortex.search_statement(p_model, p_dim, p_filter_n, p_filter_s, p_entities) -> text: the one
+-- search statement, for a model (its name and dimension fill the HNSW index expression), a
+-- compiled where_filter over notes (alias n) and STM (alias s) ('true' for none), and with or
+-- without the entity list (p_entities). Its
+-- parameters, in order: $1 user_id, $2 query embedding, $3 tsquery of the query terms,
+-- $4 limit, $5 temporal weight, $6 date_from, $7 date_to, $8 now, $9 session_id,
+-- $10 memory_source, $11 pool, $12 query lexemes, $13 number of rankers, $14 context
+-- embedding, $15 query entities, $16 entity weight, $17 expand entities, $18 N, $19 avgdl.
+CREATE OR REPLACE FUNCTION cortex.search_statement(
+    p_model text, p_dim int, p_filter_n text DEFAULT 'true', p_filter_s text DEFAULT 'true',
+    p_entities boolean DEFAULT false
+) RETURNS text
+LANGUAGE plpgsql IMMUTABLE AS $fn$
 DECLARE
-    v_model text;
-    v_dim int;
-    v_pool int;
-    v_terms text[];
-    v_tsq tsquery;
-    v_rankers int := 0;
-    v_n float8 := 0;
-    v_avgdl float8 := 1;
-    v_restricted boolean := p_session_id IS NOT NULL OR p_date_from IS NOT NULL OR p_date_to IS NOT NULL
-                            OR (p_filter IS NOT NULL AND p_filter <> '{}'::jsonb);
-    v_cast text;
+    v_cast text := format('%s(%s)', cortex.embedding_index_type(p_dim), p_dim);
+    v_window_n text := '($6::timestamptz IS NULL OR n.created_at >= $6) AND ($7::timestamptz IS NULL OR n.created_at < $7)';
     v_vec_ltm text;
     v_vec_stm text;
     v_txt_ltm text;
-    v_filter_n text := cortex.compile_filter(p_filter, 'n');
-    v_filter_s text := cortex.compile_filter(p_filter, 's');
-    v_ent_weight float8 := 0;
-    v_window_n text := '($6::timestamptz IS NULL OR n.created_at >= $6) AND ($7::timestamptz IS NULL OR n.created_at < $7)';
+    v_entities text := $q$
+        ent_ranked AS (SELECT NULL::uuid AS id, NULL::float8 AS cov, NULL::int AS r WHERE false),
+        ent_weight AS (SELECT 0::float8 AS w),
+$q$;
 BEGIN
-    IF p_user_id IS NULL THEN
-        RAISE EXCEPTION 'p_user_id must not be NULL' USING ERRCODE = '22023';
-    END IF;
-    IF p_limit IS NULL OR p_limit <= 0 THEN
-        RAISE EXCEPTION 'p_limit must be a positive integer, got %', p_limit USING ERRCODE = '22023';
-    END IF;
-    IF p_temporal_weight IS NULL OR p_temporal_weight < 0 OR p_temporal_weight > 1 THEN
-        RAISE EXCEPTION 'p_temporal_weight must be in [0, 1], got %', p_temporal_weight USING ERRCODE = '22023';
-    END IF;
-    IF p_memory_source IS NULL OR p_memory_source NOT IN ('all', 'ltm', 'stm') THEN
-        RAISE EXCEPTION 'p_memory_source must be all, ltm or stm, got %', p_memory_source USING ERRCODE = '22023';
-    END IF;
-    IF p_query_embedding IS NULL AND coalesce(btrim(p_query_text), '') = '' THEN
-        RAISE EXCEPTION 'give a query embedding, a query text, or both' USING ERRCODE = '22023';
-    END IF;
-    IF p_entity_weight IS NULL OR p_entity_weight < 0 OR p_entity_weight > 10 THEN
-        RAISE EXCEPTION 'p_entity_weight must be in [0, 10], got %', p_entity_weight USING ERRCODE = '22023';
-    END IF;
-    IF p_entity_weight > 0 AND cardinality(p_query_entities) > 0 THEN
-        v_ent_weight := p_entity_weight;
-    END IF;
-
-    v_pool := least(greatest(p_limit * 2, 40), 1000);
-
-    SELECT coalesce(array_agg(x.lexeme), '{}') INTO v_terms
-    FROM (SELECT t.lexeme
-          FROM unnest(to_tsvector('english', left(coalesce(p_query_text, ''), 100000))) AS t
-          WHERE t.lexeme !~ '[\\'']'
-          ORDER BY t.positions[1]
-          LIMIT 64) x;
-    IF cardinality(v_terms) > 0 THEN
-        SELECT string_agg(quote_literal(t), ' | ')::tsquery INTO v_tsq FROM unnest(v_terms) AS t;
-        v_rankers := v_rankers + 1;
-        SELECT c.doc_count, c.total_length::float8 / greatest(c.doc_count, 1) INTO v_n, v_avgdl
-        FROM cortex.bm25_corpus c WHERE c.user_id = p_user_id;
-        v_n := coalesce(v_n, 0);
-        v_avgdl := greatest(coalesce(v_avgdl, 1), 1);
-    END IF;
-
-    IF p_query_embedding IS NOT NULL OR p_context_embedding IS NOT NULL THEN
-        IF p_model IS NULL THEN
-            SELECT m.model, m.dim INTO v_model, v_dim FROM cortex.embedding_models m WHERE m.active;
-        ELSE
-            SELECT m.model, m.dim INTO v_model, v_dim FROM cortex.embedding_models m WHERE m.model = p_model;
-        END IF;
-        IF v_model IS NULL THEN
-            RAISE EXCEPTION 'embedding model % is not registered', coalesce(p_model, '(active)')
-                USING ERRCODE = '22023';
-        END IF;
-        IF vector_dims(coalesce(p_query_embedding, p_context_embedding)) <> v_dim
-           OR vector_dims(coalesce(p_context_embedding, p_query_embedding)) <> v_dim THEN
-            RAISE EXCEPTION 'query/context embedding dimensions differ from model % (%)', v_model, v_dim
-                USING ERRCODE = '22023';
-        END IF;
-    END IF;
-
-    IF p_query_embedding IS NOT NULL THEN
-        v_rankers := v_rankers + 1;
-        -- per transaction (SET LOCAL semantics), so the setting reaches every shard
-        PERFORM set_config('hnsw.ef_search', v_pool::text, true);
-        IF current_setting('hnsw.iterative_scan', true) IS NOT NULL THEN
-            PERFORM set_config('hnsw.iterative_scan', 'relaxed_order', true);
-        END IF;
-        v_cast := format('%s(%s)', cortex.embedding_index_type(v_dim), v_dim);
-        v_vec_ltm := format($q$
-            SELECT e.note_id AS id, (e.embedding::%1$s <=> $2::%1$s)::float8 AS dist
-            FROM cortex.embeddings e
-            JOIN cortex.notes n ON n.user_id = e.user_id AND n.id = e.note_id
-            WHERE e.model = %2$L AND e.user_id = $1 AND ($9::text IS NULL OR e.session_id = $9)
-              AND $10 IN ('all', 'ltm') AND n.merged_into IS NULL
-              AND %3$s AND %4$s
-            ORDER BY e.embedding::%1$s <=> $2::%1$s
-            LIMIT $11$q$, v_cast, v_model, v_window_n, v_filter_n);
-        v_vec_stm := format($q$
-            SELECT s.id, (s.embedding <=> $2) AS dist
-            FROM cortex.stm_notes s
-            WHERE s.user_id = $1 AND ($9::text IS NULL OR s.session_id = $9) AND $10 IN ('all', 'stm')
-              AND s.model = %1$L
-              AND ($6::timestamptz IS NULL OR s.created_at >= $6)
-              AND ($7::timestamptz IS NULL OR s.created_at < $7)
-              AND %2$s
-            ORDER BY 2
-            LIMIT $11$q$, v_model, v_filter_s);
-    ELSE
-        v_vec_ltm := 'SELECT NULL::uuid AS id, NULL::float8 AS dist WHERE false';
-        v_vec_stm := v_vec_ltm;
-    END IF;
-
-    -- a term's best postings by impact; with a session, window or filter, only notes that pass
-    IF v_restricted THEN
-        v_txt_ltm := format($q$
-            SELECT p.note_id FROM cortex.bm25_postings p
-            JOIN cortex.notes n ON n.user_id = p.user_id AND n.id = p.note_id
-            WHERE p.user_id = $1 AND p.lexeme = q.lexeme AND ($9::text IS NULL OR n.session_id = $9)
-              AND %1$s AND %2$s
-            ORDER BY p.impact DESC, p.note_id
-            LIMIT $11$q$, v_window_n, v_filter_n);
-    ELSE
-        v_txt_ltm := $q$
-            SELECT p.note_id FROM cortex.bm25_postings p
-            WHERE p.user_id = $1 AND p.lexeme = q.lexeme
-            ORDER BY p.impact DESC, p.note_id
-            LIMIT $11$q$;
-    END IF;
-
-    RETURN QUERY EXECUTE format($q$
-        WITH
-        q_terms AS MATERIALIZED (
-            SELECT q.lexeme, ln(1 + ($18 - coalesce(t.df, 0) + 0.5) / (coalesce(t.df, 0) + 0.5)) AS idf
-            FROM unnest($12::text[]) AS q(lexeme)
-            LEFT JOIN cortex.bm25_terms t ON t.user_id = $1 AND t.lexeme = q.lexeme
-        ),
-        vec AS MATERIALIZED (
-            SELECT v.id, min(v.dist) AS dist
-            FROM ((%1$s) UNION ALL (%2$s)) v
-            GROUP BY v.id
-        ),
-        vec_ranked AS (
-            SELECT v.id, row_number() OVER (ORDER BY v.dist, v.id)::int AS r FROM vec v
-        ),
-        txt_cand AS MATERIALIZED (
-            SELECT DISTINCT c.note_id AS id
-            FROM q_terms q CROSS JOIN LATERAL (%6$s) c
-            WHERE $10 IN ('all', 'ltm')
-        ),
-        hits AS (
-            SELECT DISTINCT ON (h.id, h.lexeme) h.id, h.lexeme, h.tf, h.dl
-            FROM (
-                SELECT p.note_id AS id, p.lexeme, p.tf::float8 AS tf, p.dl::float8 AS dl
-                FROM (SELECT t.id FROM txt_cand t UNION SELECT v.id FROM vec v) c
-                JOIN cortex.bm25_postings p ON p.user_id = $1 AND p.note_id = c.id AND p.lexeme = ANY ($12)
-                WHERE $10 IN ('all', 'ltm')
-                UNION ALL
-                SELECT s.id, t.lexeme, coalesce(cardinality(t.positions), 1)::float8, length(s.tsv)::float8
-                FROM cortex.stm_notes s, LATERAL unnest(s.tsv) AS t
-                WHERE s.user_id = $1 AND ($9::text IS NULL OR s.session_id = $9) AND $10 IN ('all', 'stm')
-                  AND s.tsv @@ $3 AND t.lexeme = ANY ($12)
-                  AND ($6::timestamptz IS NULL OR s.created_at >= $6)
-                  AND ($7::timestamptz IS NULL OR s.created_at < $7)
-                  AND %5$s
-            ) h
-            ORDER BY h.id, h.lexeme
-        ),
-        bm25 AS (
-            SELECT h.id,
-                   sum(q.idf * h.tf * (1.2 + 1) / (h.tf + 1.2 * (1 - 0.75 + 0.75 * h.dl / $19))) AS s,
-                   sum(q.idf) / nullif((SELECT sum(q2.idf) FROM q_terms q2), 0) AS cov
-            FROM hits h JOIN q_terms q ON q.lexeme = h.lexeme
-            GROUP BY h.id
-        ),
-        txt_ranked AS (
-            SELECT b.id, b.s, b.cov, row_number() OVER (ORDER BY b.s DESC, b.id)::int AS r
-            FROM bm25 b ORDER BY b.s DESC, b.id LIMIT $11
-        ),
+    IF p_entities THEN  -- the entity list (only planned when the search asks for it)
+        v_entities := format($q$
         q_ents AS (
             SELECT DISTINCT cortex.normalize_entity_name(x) AS norm
             FROM unnest(coalesce($15::text[], '{}')) AS x
@@ -303,7 +110,7 @@ BEGIN
             JOIN cortex.entity_mentions m ON m.user_id = $1 AND m.entity_id = w.entity_id
             JOIN cortex.notes n ON n.user_id = $1 AND n.id = m.note_id
             WHERE n.merged_into IS NULL AND ($9::text IS NULL OR n.session_id = $9)
-              AND %3$s AND %4$s
+              AND %1$s AND %2$s
               AND (($10 IN ('all', 'ltm'))
                    OR EXISTS (SELECT 1 FROM cortex.stm_notes s WHERE s.user_id = $1 AND s.id = n.id))
             GROUP BY m.note_id
@@ -313,7 +120,7 @@ BEGIN
                    row_number() OVER (ORDER BY h.cov DESC, h.dist NULLS LAST, h.id)::int AS r
             FROM (SELECT eh.id, eh.cov,
                          (SELECT min(e.embedding <=> $2) FROM cortex.embeddings e
-                          WHERE e.user_id = $1 AND e.note_id = eh.id AND e.model = %7$L) AS dist
+                          WHERE e.user_id = $1 AND e.note_id = eh.id AND e.model = %3$L) AS dist
                   FROM ent_hits eh) h
             ORDER BY h.cov DESC, h.dist NULLS LAST, h.id
             LIMIT $11
@@ -323,7 +130,95 @@ BEGIN
             SELECT coalesce($16 * (SELECT avg(q.idf) FROM q_ent_idf q) / ln(1 + en.n / 0.5), 0)::float8 AS w
             FROM ent_n en
         ),
-        fused AS (
+$q$, v_window_n, p_filter_n, p_model);
+    END IF;
+    v_vec_ltm := format($q$
+            SELECT e.note_id AS id, (e.embedding::%1$s <=> $2::%1$s)::float8 AS dist
+            FROM cortex.embeddings e
+            JOIN cortex.notes n ON n.user_id = e.user_id AND n.id = e.note_id
+            WHERE $2::vector IS NOT NULL
+              AND e.model = %2$L AND e.user_id = $1 AND ($9::text IS NULL OR e.session_id = $9)
+              AND $10 IN ('all', 'ltm') AND n.merged_into IS NULL
+              AND %3$s AND %4$s
+            ORDER BY e.embedding::%1$s <=> $2::%1$s
+            LIMIT $11$q$, v_cast, p_model, v_window_n, p_filter_n);
+    v_vec_stm := format($q$
+            SELECT s.id, (s.embedding <=> $2) AS dist
+            FROM cortex.stm_notes s
+            WHERE $2::vector IS NOT NULL
+              AND s.user_id = $1 AND ($9::text IS NULL OR s.session_id = $9) AND $10 IN ('all', 'stm')
+              AND s.model = %1$L
+              AND ($6::timestamptz IS NULL OR s.created_at >= $6)
+              AND ($7::timestamptz IS NULL OR s.created_at < $7)
+              AND %2$s
+            ORDER BY 2
+            LIMIT $11$q$, p_model, p_filter_s);
+    -- a term's best postings by impact; with a session, window or filter, only notes that pass
+    -- (the two forms are alternatives: one-time filters on the parameters pick one)
+    v_txt_ltm := format($q$
+            SELECT p.note_id FROM cortex.bm25_postings p
+            WHERE $9::text IS NULL AND $6::timestamptz IS NULL AND $7::timestamptz IS NULL AND %1$L = 'true'
+              AND p.user_id = $1 AND p.lexeme = q.lexeme
+            ORDER BY p.impact DESC, p.note_id
+            LIMIT $11
+            ) UNION ALL (
+            SELECT p.note_id FROM cortex.bm25_postings p
+            JOIN cortex.notes n ON n.user_id = p.user_id AND n.id = p.note_id
+            WHERE NOT ($9::text IS NULL AND $6::timestamptz IS NULL AND $7::timestamptz IS NULL AND %1$L = 'true')
+              AND p.user_id = $1 AND p.lexeme = q.lexeme AND ($9::text IS NULL OR n.session_id = $9)
+              AND %2$s AND %1$s
+            ORDER BY p.impact DESC, p.note_id
+            LIMIT $11$q$, p_filter_n, v_window_n);
+    RETURN format($q$
+        WITH
+        q_terms AS MATERIALIZED (
+            SELECT q.lexeme, ln(1 + ($18 - coalesce(t.df, 0) + 0.5) / (coalesce(t.df, 0) + 0.5)) AS idf
+            FROM unnest($12::text[]) AS q(lexeme)
+            LEFT JOIN cortex.bm25_terms t ON t.user_id = $1 AND t.lexeme = q.lexeme
+        ),
+        vec AS MATERIALIZED (
+            SELECT v.id, min(v.dist) AS dist
+            FROM ((%1$s) UNION ALL (%2$s)) v
+            GROUP BY v.id
+        ),
+        vec_ranked AS (
+            SELECT v.id, row_number() OVER (ORDER BY v.dist, v.id)::int AS r FROM vec v
+        ),
+        txt_cand AS MATERIALIZED (
+            SELECT DISTINCT c.note_id AS id
+            FROM q_terms q CROSS JOIN LATERAL ((%6$s)) c
+            WHERE $10 IN ('all', 'ltm')
+        ),
+        hits AS (
+            SELECT DISTINCT ON (h.id, h.lexeme) h.id, h.lexeme, h.tf, h.dl
+            FROM (
+                SELECT p.note_id AS id, p.lexeme, p.tf::float8 AS tf, p.dl::float8 AS dl
+                FROM (SELECT t.id FROM txt_cand t UNION SELECT v.id FROM vec v) c
+                JOIN cortex.bm25_postings p ON p.user_id = $1 AND p.note_id = c.id AND p.lexeme = ANY ($12)
+                WHERE $10 IN ('all', 'ltm')
+                UNION ALL
+                SELECT s.id, t.lexeme, coalesce(cardinality(t.positions), 1)::float8, length(s.tsv)::float8
+                FROM cortex.stm_notes s, LATERAL unnest(s.tsv) AS t
+                WHERE s.user_id = $1 AND ($9::text IS NULL OR s.session_id = $9) AND $10 IN ('all', 'stm')
+                  AND s.tsv @@ $3 AND t.lexeme = ANY ($12)
+                  AND ($6::timestamptz IS NULL OR s.created_at >= $6)
+                  AND ($7::timestamptz IS NULL OR s.created_at < $7)
+                  AND %5$s
+            ) h
+            ORDER BY h.id, h.lexeme
+        ),
+        bm25 AS (
+            SELECT h.id,
+                   sum(q.idf * h.tf * (1.2 + 1) / (h.tf + 1.2 * (1 - 0.75 + 0.75 * h.dl / $19))) AS s,
+                   sum(q.idf) / nullif((SELECT sum(q2.idf) FROM q_terms q2), 0) AS cov
+            FROM hits h JOIN q_terms q ON q.lexeme = h.lexeme
+            GROUP BY h.id
+        ),
+        txt_ranked AS (
+            SELECT b.id, b.s, b.cov, row_number() OVER (ORDER BY b.s DESC, b.id)::int AS r
+            FROM bm25 b ORDER BY b.s DESC, b.id LIMIT $11
+        ),
+%8$s        fused AS (
             SELECT coalesce(v.id, t.id, en.id) AS id, v.r AS vr, t.r AS tr, t.s AS ts, en.cov AS ecov, en.r AS er,
                    (coalesce(1.0 / (60 + v.r), 0) + coalesce(t.cov / (60 + t.r), 0)
                     + ew.w * coalesce(en.cov / (60 + en.r), 0))::float8
@@ -382,7 +277,136 @@ BEGIN
                               WHERE e.user_id = $1 AND e.note_id = t.id AND e.model = %7$L) END AS dist
         ) d ON true
         ORDER BY t.final DESC, t.id
-    $q$, v_vec_ltm, v_vec_stm, v_window_n, v_filter_n, v_filter_s, v_txt_ltm, v_model)
+    $q$, v_vec_ltm, v_vec_stm, v_window_n, p_filter_n, p_filter_s, v_txt_ltm, p_model, v_entities);
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION cortex.search_notes(
+    p_user_id text,
+    p_query_embedding vector,
+    p_query_text text,
+    p_limit int DEFAULT 10,
+    p_temporal_weight real DEFAULT 0,
+    p_date_from timestamptz DEFAULT NULL,
+    p_date_to timestamptz DEFAULT NULL,
+    p_filter jsonb DEFAULT NULL,
+    p_now timestamptz DEFAULT now(),
+    p_session_id text DEFAULT NULL,
+    p_memory_source text DEFAULT 'all',
+    p_model text DEFAULT NULL,
+    p_context_embedding vector DEFAULT NULL,
+    p_query_entities text[] DEFAULT NULL,
+    p_entity_weight real DEFAULT 0.5,
+    p_expand_entities boolean DEFAULT false
+) RETURNS TABLE (
+    id uuid,
+    user_id text,
+    session_id text,
+    memory_tier text,
+    content text,
+    keywords text[],
+    tags text[],
+    context text,
+    category text,
+    memory_type text,
+    metadata jsonb,
+    importance real,
+    created_at timestamptz,
+    updated_at timestamptz,
+    last_accessed_at timestamptz,
+    access_count int,
+    score double precision,
+    relevance_score double precision,
+    semantic_score double precision,
+    distance double precision,
+    text_score double precision,
+    recency_score double precision,
+    vector_rank int,
+    text_rank int,
+    context_score double precision,
+    entity_score double precision,
+    entity_rank int
+)
+LANGUAGE plpgsql AS $fn$
+#variable_conflict use_column
+DECLARE
+    v_model text;
+    v_dim int;
+    v_pool int;
+    v_terms text[];
+    v_tsq tsquery;
+    v_rankers int := 0;
+    v_n float8 := 0;
+    v_avgdl float8 := 1;
+    v_ent_weight float8 := 0;
+BEGIN
+    IF p_user_id IS NULL THEN
+        RAISE EXCEPTION 'p_user_id must not be NULL' USING ERRCODE = '22023';
+    END IF;
+    IF p_limit IS NULL OR p_limit <= 0 THEN
+        RAISE EXCEPTION 'p_limit must be a positive integer, got %', p_limit USING ERRCODE = '22023';
+    END IF;
+    IF p_temporal_weight IS NULL OR p_temporal_weight < 0 OR p_temporal_weight > 1 THEN
+        RAISE EXCEPTION 'p_temporal_weight must be in [0, 1], got %', p_temporal_weight USING ERRCODE = '22023';
+    END IF;
+    IF p_memory_source IS NULL OR p_memory_source NOT IN ('all', 'ltm', 'stm') THEN
+        RAISE EXCEPTION 'p_memory_source must be all, ltm or stm, got %', p_memory_source USING ERRCODE = '22023';
+    END IF;
+    IF p_query_embedding IS NULL AND coalesce(btrim(p_query_text), '') = '' THEN
+        RAISE EXCEPTION 'give a query embedding, a query text, or both' USING ERRCODE = '22023';
+    END IF;
+    IF p_entity_weight IS NULL OR p_entity_weight < 0 OR p_entity_weight > 10 THEN
+        RAISE EXCEPTION 'p_entity_weight must be in [0, 10], got %', p_entity_weight USING ERRCODE = '22023';
+    END IF;
+    IF p_entity_weight > 0 AND cardinality(p_query_entities) > 0 THEN
+        v_ent_weight := p_entity_weight;
+    END IF;
+
+    v_pool := least(greatest(p_limit * 2, 40), 1000);
+
+    SELECT coalesce(array_agg(x.lexeme), '{}') INTO v_terms
+    FROM (SELECT t.lexeme
+          FROM unnest(to_tsvector('english', left(coalesce(p_query_text, ''), 100000))) AS t
+          WHERE t.lexeme !~ '[\\'']'
+          ORDER BY t.positions[1]
+          LIMIT 64) x;
+    IF cardinality(v_terms) > 0 THEN
+        SELECT string_agg(quote_literal(t), ' | ')::tsquery INTO v_tsq FROM unnest(v_terms) AS t;
+        v_rankers := v_rankers + 1;
+        SELECT c.doc_count, c.total_length::float8 / greatest(c.doc_count, 1) INTO v_n, v_avgdl
+        FROM cortex.bm25_corpus c WHERE c.user_id = p_user_id;
+        v_n := coalesce(v_n, 0);
+        v_avgdl := greatest(coalesce(v_avgdl, 1), 1);
+    END IF;
+
+    IF p_model IS NULL THEN
+        SELECT m.model, m.dim INTO v_model, v_dim FROM cortex.embedding_models m WHERE m.active;
+    ELSE
+        SELECT m.model, m.dim INTO v_model, v_dim FROM cortex.embedding_models m WHERE m.model = p_model;
+    END IF;
+    IF v_model IS NULL AND (p_query_embedding IS NOT NULL OR p_context_embedding IS NOT NULL OR p_model IS NOT NULL) THEN
+        RAISE EXCEPTION 'embedding model % is not registered', coalesce(p_model, '(active)')
+            USING ERRCODE = '22023';
+    END IF;
+    IF (p_query_embedding IS NOT NULL OR p_context_embedding IS NOT NULL)
+       AND (vector_dims(coalesce(p_query_embedding, p_context_embedding)) <> v_dim
+            OR vector_dims(coalesce(p_context_embedding, p_query_embedding)) <> v_dim) THEN
+        RAISE EXCEPTION 'query/context embedding dimensions differ from model % (%)', v_model, v_dim
+            USING ERRCODE = '22023';
+    END IF;
+
+    IF p_query_embedding IS NOT NULL THEN
+        v_rankers := v_rankers + 1;
+        -- per transaction (SET LOCAL semantics), so the setting reaches every shard
+        PERFORM set_config('hnsw.ef_search', v_pool::text, true);
+        IF current_setting('hnsw.iterative_scan', true) IS NOT NULL THEN
+            PERFORM set_config('hnsw.iterative_scan', 'relaxed_order', true);
+        END IF;
+    END IF;
+
+    RETURN QUERY EXECUTE cortex.search_statement(
+        coalesce(v_model, ''), coalesce(v_dim, 1),
+        cortex.compile_filter(p_filter, 'n'), cortex.compile_filter(p_filter, 's'), v_ent_weight > 0)
     USING p_user_id, p_query_embedding, v_tsq, p_limit, p_temporal_weight::float8, p_date_from, p_date_to,
           p_now, p_session_id, p_memory_source, v_pool, v_terms, v_rankers, p_context_embedding,
           p_query_entities, v_ent_weight, p_expand_entities, v_n, v_avgdl;
