@@ -125,12 +125,20 @@ def cosine_distances(vectors: np.ndarray, query: np.ndarray) -> np.ndarray:
 
 
 def exact_vector_rows(
-    vectors: np.ndarray, query: np.ndarray, k: int, ids: list[str] | None = None
+    vectors: np.ndarray,
+    query: np.ndarray | None,
+    k: int,
+    ids: list[str] | None = None,
+    distances: np.ndarray | None = None,
 ) -> list[int]:
-    """Rows of the ``k`` nearest vectors by cosine distance, ties by id (or row)."""
+    """Rows of the ``k`` nearest vectors by cosine distance, ties by id (or row).
+
+    ``distances`` (one per row) replaces the computed ones, e.g. pgvector's own (float32
+    arithmetic), where near-ties must break as in the database.
+    """
     if len(vectors) == 0:
         return []
-    d = cosine_distances(vectors, query)
+    d = cosine_distances(vectors, query) if distances is None else np.asarray(distances, dtype=np.float64)
     keys = ids if ids is not None else list(range(len(d)))
     k = min(k, len(d))
     cand = np.argpartition(d, k - 1)[: max(k * 4, k)] if len(d) > 4 * k else np.arange(len(d))
@@ -159,16 +167,25 @@ def bm25_scores(index: TenantIndex, terms: list[str]) -> tuple[dict[int, float],
 
 
 def exact_hybrid(
-    index: TenantIndex, query_vector: np.ndarray | None, terms: list[str], limit: int
+    index: TenantIndex,
+    query_vector: np.ndarray | None,
+    terms: list[str],
+    limit: int,
+    distances: np.ndarray | None = None,
 ) -> list[tuple[str, float]]:
-    """The documented hybrid ranking over all of the tenant's notes: ``[(id, relevance)]``, best first."""
+    """The documented hybrid ranking over all of the tenant's notes: ``[(id, relevance)]``, best first.
+
+    ``distances``: per-row cosine distances to use instead of computing them (see
+    :func:`exact_vector_rows`); the vector ranker is on when either is given.
+    """
     pool = pool_size(limit)
     rankers = 0
     vec_rank: dict[int, int] = {}
     txt: dict[int, tuple[int, float]] = {}
-    if query_vector is not None:
+    if query_vector is not None or distances is not None:
         rankers += 1
-        for r, row in enumerate(exact_vector_rows(index.vectors, query_vector, pool, index.ids), 1):
+        nearest = exact_vector_rows(index.vectors, query_vector, pool, index.ids, distances)
+        for r, row in enumerate(nearest, 1):
             vec_rank[row] = r
     if terms:
         rankers += 1
