@@ -141,7 +141,7 @@ def exact_vector_rows(
     d = cosine_distances(vectors, query) if distances is None else np.asarray(distances, dtype=np.float64)
     keys = ids if ids is not None else list(range(len(d)))
     k = min(k, len(d))
-    cand = np.argpartition(d, k - 1)[: max(k * 4, k)] if len(d) > 4 * k else np.arange(len(d))
+    cand = np.argpartition(d, 4 * k - 1)[: 4 * k] if len(d) > 4 * k else np.arange(len(d))
     cand = sorted(cand.tolist(), key=lambda r: (d[r], keys[r]))
     return cand[:k]
 
