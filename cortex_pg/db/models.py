@@ -88,7 +88,6 @@ def _note_checks(table: str) -> tuple[Any, ...]:
         CheckConstraint("char_length(session_id) BETWEEN 1 AND 255", name="session_id_length"),
         CheckConstraint("char_length(btrim(content)) > 0", name="content_not_blank"),
         CheckConstraint("importance >= 0 AND importance <= 1", name="importance_range"),
-        Index(f"ix_{table}_tsv", "tsv", postgresql_using="gin"),
     )
 
 
@@ -153,6 +152,7 @@ class StmNote(_NoteFields, Base):
 
     __table_args__ = (
         *_note_checks("stm_notes"),
+        Index("ix_stm_notes_tsv", "tsv", postgresql_using="gin"),
         ForeignKeyConstraint(["user_id", "id"], ["note_ids.user_id", "note_ids.id"]),
         Index("ix_stm_notes_lru", "user_id", "session_id", "last_accessed_at", "seq"),
         Index("ix_stm_notes_id", "id"),

@@ -192,12 +192,17 @@ LIMIT :limit
 
 # Full-text fallback: the query's lexemes OR-ed; score = ts_rank_cd normalised to [0, 1)
 # (flag 32: rank / (rank + 1)). A query with no lexeme (only stop words) matches nothing.
+# The matching notes come from the tenant's inverted index (cortex.bm25_postings).
 NOTES_BY_TEXT = f"""
 WITH q AS (
-    SELECT CAST(replace(CAST(plainto_tsquery('english', :query) AS text), '&', '|') AS tsquery) AS tsq
+    SELECT CAST(replace(CAST(plainto_tsquery('english', :query) AS text), '&', '|') AS tsquery) AS tsq,
+           array(SELECT t.lexeme FROM unnest(to_tsvector('english', :query)) t) AS lexemes
+), matched AS (
+    SELECT DISTINCT p.note_id FROM cortex.bm25_postings p, q
+    WHERE p.user_id = :user_id AND p.lexeme = ANY (q.lexemes)
 )
 SELECT {N_COLUMNS}, 'ltm' AS memory_tier, ts_rank_cd(n.tsv, q.tsq, 32) AS score
-FROM cortex.notes n, q
+FROM matched m JOIN cortex.notes n ON n.user_id = :user_id AND n.id = m.note_id, q
 WHERE n.user_id = :user_id AND n.tsv @@ q.tsq AND n.merged_into IS NULL
   AND (CAST(:memory_type AS text) IS NULL OR n.memory_type = :memory_type)
   AND (/*filters*/ true)

@@ -5,7 +5,8 @@ the note's own text, window ``window_no`` of it (0 for a text that fits the mode
 later windows of a long text follow), ``kind`` 'context' the note read with the conversation
 before it. Search takes a note's best embedding. Existing rows become ('text', 0).
 ``register_embedding_model`` v2 accepts 1..4000 dimensions (halfvec index above 2,000), and
-``search_notes`` v5 reads such models through that index.
+``search_notes`` v5 reads such models through that index. The GIN index on ``notes.tsv`` goes:
+full-text candidates come from ``cortex.bm25_postings`` (revision 0008).
 
 Revision ID: 0011
 Revises: 0010
@@ -51,31 +52,43 @@ def upgrade() -> None:
     )
     op.drop_constraint(op.f("pk_embeddings"), "embeddings", schema="cortex", type_="primary")
     op.create_primary_key(
-        op.f("pk_embeddings"), "embeddings", ["user_id", "note_id", "model", "kind", "window_no"], schema="cortex"
+        op.f("pk_embeddings"),
+        "embeddings",
+        ["user_id", "note_id", "model", "kind", "window_no"],
+        schema="cortex",
     )
-    op.drop_constraint(op.f("ck_embedding_models_dim_range"), "embedding_models", schema="cortex", type_="check")
+    op.drop_constraint(
+        op.f("ck_embedding_models_dim_range"), "embedding_models", schema="cortex", type_="check"
+    )
     op.create_check_constraint(
         op.f("ck_embedding_models_dim_range"), "embedding_models", "dim BETWEEN 1 AND 4000", schema="cortex"
     )
     op.execute(read_sql("functions/register_embedding_model/v2.sql"))
+    # full-text search reads cortex.bm25_postings now: the GIN index on notes.tsv only cost writes
+    op.drop_index("ix_notes_tsv", table_name="notes", schema="cortex", postgresql_using="gin")
     op.execute(f"DROP FUNCTION IF EXISTS {SEARCH_SIGNATURE}")
     op.execute(read_sql("functions/search_notes/v5.sql"))
 
 
 def downgrade() -> None:
+    op.create_index("ix_notes_tsv", "notes", ["tsv"], unique=False, schema="cortex", postgresql_using="gin")
     op.execute("DROP FUNCTION IF EXISTS cortex.search_statement(text, int, text, text, boolean)")
     op.execute(f"DROP FUNCTION IF EXISTS {SEARCH_SIGNATURE}")
     op.execute(read_sql("functions/search_notes/v4.sql"))
     op.execute("DROP FUNCTION IF EXISTS cortex.embedding_index_ddl(text, int, boolean)")
     op.execute("DROP FUNCTION IF EXISTS cortex.embedding_index_type(int)")
     op.execute(read_sql("functions/register_embedding_model/v1.sql"))
-    op.drop_constraint(op.f("ck_embedding_models_dim_range"), "embedding_models", schema="cortex", type_="check")
+    op.drop_constraint(
+        op.f("ck_embedding_models_dim_range"), "embedding_models", schema="cortex", type_="check"
+    )
     op.create_check_constraint(
         op.f("ck_embedding_models_dim_range"), "embedding_models", "dim BETWEEN 1 AND 2000", schema="cortex"
     )
     op.execute("DELETE FROM cortex.embeddings WHERE kind <> 'text' OR window_no <> 0")
     op.drop_constraint(op.f("pk_embeddings"), "embeddings", schema="cortex", type_="primary")
-    op.create_primary_key(op.f("pk_embeddings"), "embeddings", ["user_id", "note_id", "model"], schema="cortex")
+    op.create_primary_key(
+        op.f("pk_embeddings"), "embeddings", ["user_id", "note_id", "model"], schema="cortex"
+    )
     op.drop_constraint(op.f("ck_embeddings_window_no_range"), "embeddings", schema="cortex", type_="check")
     op.drop_constraint(op.f("ck_embeddings_kind_known"), "embeddings", schema="cortex", type_="check")
     op.drop_column("embeddings", "window_no", schema="cortex")
