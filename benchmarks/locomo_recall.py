@@ -51,6 +51,33 @@ def evidence_ids(raw: list[str], known: set[str]) -> list[str]:
     return out
 
 
+class DiskCachedEmbedder:
+    """Wraps an embedder with a vector cache on disk (``.npz``, keyed by sha256 of model and text),
+    saved after every call that embedded something new."""
+
+    def __init__(self, inner, path: Path) -> None:  # noqa: ANN001
+        import numpy as np
+
+        self.inner, self.path = inner, path
+        self.name, self.dim = inner.name, inner.dim
+        self.vectors = dict(np.load(path)) if path.exists() else {}
+
+    def embed(self, texts):  # noqa: ANN001, ANN201
+        import hashlib
+
+        import numpy as np
+
+        keys = [hashlib.sha256(f"{self.name}\x1f{t}".encode()).hexdigest() for t in texts]
+        missing = [(k, t) for k, t in zip(keys, texts, strict=True) if k not in self.vectors]
+        if missing:
+            for (k, _), v in zip(missing, self.inner.embed([t for _, t in missing]), strict=True):
+                self.vectors[k] = np.asarray(v, dtype=np.float32)
+            tmp = self.path.with_suffix(".tmp.npz")
+            np.savez(tmp, **self.vectors)
+            tmp.rename(self.path)
+        return [self.vectors[k].tolist() for k in keys]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("path", type=Path)
@@ -63,6 +90,12 @@ def main(argv: list[str] | None = None) -> int:
         "--variants", nargs="+", default=["hybrid"], choices=["hybrid", "entities", "expand", "links"]
     )
     ap.add_argument("--evolve", action="store_true")
+    ap.add_argument(
+        "--embedding-cache",
+        type=Path,
+        default=None,
+        help="a .npz file of vectors by text hash: reused and extended, so later runs embed nothing",
+    )
     args = ap.parse_args(argv)
 
     conversations = list(read_locomo(args.path))[: args.limit_conversations]
@@ -77,9 +110,14 @@ def main(argv: list[str] | None = None) -> int:
         url = embedded.start(tmp)
     try:
         needs_entities = bool({"entities", "expand"} & set(args.variants))
+        embedder = args.embedder
+        if args.embedding_cache is not None:
+            from cortex_pg.embeddings.base import embedder_from_name
+
+            embedder = DiskCachedEmbedder(embedder_from_name(args.embedder), args.embedding_cache)
         store = MemoryStore.open(
             url,
-            embedder=args.embedder,
+            embedder=embedder,
             auto_migrate=True,
             extract_entities=needs_entities,
             enqueue_evolution=args.evolve,

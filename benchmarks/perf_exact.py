@@ -1,18 +1,22 @@
 """Exact references for the speed benchmark: brute-force cosine top-k and hybrid search in Python.
 
 ``exact_hybrid`` recomputes, over every note of a tenant, the ranking that
-``cortex.search_notes`` (``sql/functions/search_notes/v4.sql``) documents, so the benchmark can
+``cortex.search_notes`` (``sql/functions/search_notes/v5.sql``) documents, so the benchmark can
 measure how far the database's bounded candidate lists stray from it:
 
-* vector list: cosine distance ``1 - a.b / (|a| |b|)``, ascending, ties by id; its top ``pool``;
-* text list: Okapi BM25 over the query's lexemes (``to_tsvector('english')``, without quotes or
+* v = the mean of the query's cosine with the note's text embedding and with its context
+  embedding (the text's cosine when it has none); vector candidates: the ``pool`` best notes;
+* s = Okapi BM25 over the query's lexemes (``to_tsvector('english')``, without quotes or
   backslashes, in order of first position, at most 64), k1 = 1.2, b = 0.75,
   ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))``, N and df over the tenant's current notes,
-  document length = number of distinct lexemes, tf = number of positions; notes that contain a
-  query lexeme, by score descending, ties by id; its top ``pool``;
-* fusion: coverage-weighted reciprocal rank fusion, k = 60,
-  ``relevance = (1/(60 + rank_vec) + cov/(60 + rank_text)) * 61 / rankers`` with
-  ``cov = sum(idf of the query terms the note holds) / sum(idf of all query terms)``;
+  document length = number of distinct lexemes, tf = number of positions (0 without a match);
+  text candidates: every note holding a query lexeme (the database bounds them per term);
+* fusion over the candidates U: ``rel = 0.5 minmax(v) + 0.5 minmax(s)`` over the signals
+  present (a zero range counts as 1);
+* expansion: the session neighbours (previous and next note by time, then insertion order) of
+  the 5 best by rel join, scored with U's bounds;
+* smoothing: ``r = minmax(rel)`` over the expanded set, ``relevance = (r + 0.3 max(r_prev,
+  r_next)) / 1.3`` (a neighbour counts only when it is itself a candidate);
 * ``pool = max(2 * limit, 40)``; results by relevance descending, ties by id.
 
 Ids are compared as strings: PostgreSQL orders uuids bytewise, as their lowercase hex text.
@@ -44,9 +48,13 @@ LIMIT 64
 """
 
 TENANT_SQL = """
-SELECT n.id::text AS id, n.tsv::text AS tsv, e.embedding::text AS embedding
+SELECT n.id::text AS id, n.tsv::text AS tsv, e.embedding::text AS embedding, c.embedding::text AS context,
+       n.session_id, n.created_at, n.seq
 FROM cortex.notes n
 JOIN cortex.embeddings e ON e.user_id = n.user_id AND e.note_id = n.id AND e.model = :model
+                        AND e.kind = 'text' AND e.window_no = 0
+LEFT JOIN cortex.embeddings c ON c.user_id = n.user_id AND c.note_id = n.id AND c.model = :model
+                             AND c.kind = 'context'
 WHERE n.user_id = :user_id AND n.merged_into IS NULL
 """
 
@@ -84,15 +92,37 @@ class TenantIndex:
     vectors: np.ndarray
     postings: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     dl: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    contexts: np.ndarray | None = None
+    prev: list[int | None] = field(default_factory=list)
+    next: list[int | None] = field(default_factory=list)
 
     @classmethod
-    def build(cls, ids: list[str], vectors: np.ndarray, lexemes: list[dict[str, int]]) -> TenantIndex:
+    def build(
+        cls,
+        ids: list[str],
+        vectors: np.ndarray,
+        lexemes: list[dict[str, int]],
+        contexts: np.ndarray | None = None,
+        order: list[tuple] | None = None,
+    ) -> TenantIndex:
+        """``contexts``: context embeddings (rows of NaN where a note has none); ``order``: per
+        row (session, created_at, seq), which gives each note's session neighbours."""
         postings: dict[str, list[tuple[int, int]]] = defaultdict(list)
         for row, terms in enumerate(lexemes):
             for lex, tf in terms.items():
                 postings[lex].append((row, tf))
         dl = np.array([len(t) for t in lexemes], dtype=np.float64)
-        return cls(list(ids), np.asarray(vectors, dtype=np.float32), dict(postings), dl)
+        prev: list[int | None] = [None] * len(ids)
+        nxt: list[int | None] = [None] * len(ids)
+        if order is not None:
+            by_session: dict[object, list[int]] = defaultdict(list)
+            for row, (session, *_rest) in enumerate(order):
+                by_session[session].append(row)
+            for rows in by_session.values():
+                rows.sort(key=lambda r: order[r][1:])
+                for a, b in zip(rows, rows[1:], strict=False):
+                    nxt[a], prev[b] = b, a
+        return cls(list(ids), np.asarray(vectors, dtype=np.float32), dict(postings), dl, contexts, prev, nxt)
 
     @property
     def n(self) -> int:
@@ -108,7 +138,13 @@ def load_tenant(conn, user_id: str, model: str) -> TenantIndex:  # noqa: ANN001
     rows = conn.execute(text(TENANT_SQL), {"user_id": user_id, "model": model}).all()
     ids = [r.id for r in rows]
     vecs = np.stack([parse_vector(r.embedding) for r in rows]) if rows else np.zeros((0, 1), np.float32)
-    return TenantIndex.build(ids, vecs, [parse_tsvector(r.tsv) for r in rows])
+    ctx = (
+        np.stack([parse_vector(r.context) if r.context else np.full(vecs.shape[1], np.nan) for r in rows])
+        if rows
+        else None
+    )
+    order = [(r.session_id, r.created_at, r.seq) for r in rows]
+    return TenantIndex.build(ids, vecs, [parse_tsvector(r.tsv) for r in rows], ctx, order)
 
 
 def query_terms(conn, query: str) -> list[str]:  # noqa: ANN001
@@ -166,42 +202,75 @@ def bm25_scores(index: TenantIndex, terms: list[str]) -> tuple[dict[int, float],
     return dict(score), cov
 
 
+def _minmax(values: dict[int, float], lo: float, hi: float) -> dict[int, float]:
+    span = (hi - lo) or 1.0
+    return {k: (x - lo) / span for k, x in values.items()}
+
+
 def exact_hybrid(
     index: TenantIndex,
     query_vector: np.ndarray | None,
     terms: list[str],
     limit: int,
     distances: np.ndarray | None = None,
+    context_distances: np.ndarray | None = None,
 ) -> list[tuple[str, float]]:
     """The documented hybrid ranking over all of the tenant's notes: ``[(id, relevance)]``, best first.
 
-    ``distances``: per-row cosine distances to use instead of computing them (see
-    :func:`exact_vector_rows`); the vector ranker is on when either is given.
+    ``distances`` / ``context_distances``: per-row cosine distances of the text and context
+    embeddings to use instead of computing them (pgvector's own, so near-ties break as in the
+    database; NaN where a note has no context embedding); the vector signal is on when a query
+    vector or ``distances`` is given.
     """
     pool = pool_size(limit)
-    rankers = 0
-    vec_rank: dict[int, int] = {}
-    txt: dict[int, tuple[int, float]] = {}
-    if query_vector is not None or distances is not None:
-        rankers += 1
-        nearest = exact_vector_rows(index.vectors, query_vector, pool, index.ids, distances)
-        for r, row in enumerate(nearest, 1):
-            vec_rank[row] = r
-    if terms:
-        rankers += 1
-        score, cov = bm25_scores(index, terms)
-        ranked = sorted(score, key=lambda row: (-score[row], index.ids[row]))[:pool]
-        txt = {row: (r, cov[row]) for r, row in enumerate(ranked, 1)}
-    fused = []
-    for row in set(vec_rank) | set(txt):
-        rel = 0.0
-        if row in vec_rank:
-            rel += 1.0 / (RRF_K + vec_rank[row])
-        if row in txt:
-            rel += txt[row][1] / (RRF_K + txt[row][0])
-        fused.append((index.ids[row], rel * (RRF_K + 1) / max(rankers, 1)))
-    fused.sort(key=lambda x: (-x[1], x[0]))
-    return fused[:limit]
+    vector_on = query_vector is not None or distances is not None
+    v: dict[int, float] = {}
+    if vector_on:
+        d_text = cosine_distances(index.vectors, query_vector) if distances is None else np.asarray(distances)
+        if context_distances is not None:
+            d_ctx = np.asarray(context_distances, dtype=np.float64)
+        elif index.contexts is not None and query_vector is not None:
+            d_ctx = cosine_distances(np.nan_to_num(index.contexts), query_vector)
+            d_ctx[np.isnan(index.contexts).any(axis=1)] = np.nan
+        else:
+            d_ctx = np.full(len(d_text), np.nan)
+        d_ctx = np.where(np.isnan(d_ctx), d_text, d_ctx)
+        best = np.minimum(d_text, d_ctx)
+        nearest = sorted(range(index.n), key=lambda r: (best[r], index.ids[r]))[:pool]
+        v_all = {r: ((1 - d_text[r]) + (1 - d_ctx[r])) / 2 for r in range(index.n)}
+    score, _cov = bm25_scores(index, terms) if terms else ({}, {})
+    pool_rows = set(nearest if vector_on else []) | set(score)
+    if not pool_rows:
+        return []
+
+    def signals(rows: set[int]) -> tuple[dict[int, float], dict[int, float]]:
+        return ({r: v_all[r] for r in rows} if vector_on else {}), {r: score.get(r, 0.0) for r in rows}
+
+    v, s = signals(pool_rows)
+    weights = (0.5 if vector_on else 0.0) + (0.5 if terms else 0.0)
+    v_lo, v_hi = (min(v.values()), max(v.values())) if v else (0.0, 0.0)
+    s_lo, s_hi = min(s.values()), max(s.values())
+
+    def fuse(rows: set[int], v: dict[int, float], s: dict[int, float]) -> dict[int, float]:
+        mv, ms = _minmax(v, v_lo, v_hi), _minmax(s, s_lo, s_hi)
+        return {
+            r: ((0.5 * mv[r] if vector_on else 0.0) + (0.5 * ms[r] if terms else 0.0)) / max(weights, 1e-9)
+            for r in rows
+        }
+
+    rel = fuse(pool_rows, v, s)
+    top = sorted(rel, key=lambda r: (-rel[r], index.ids[r]))[:5]
+    extra = {n for r in top for n in (index.prev[r], index.next[r]) if n is not None} - pool_rows
+    if extra:
+        rel.update(fuse(extra, *signals(extra)))
+    lo, hi = min(rel.values()), max(rel.values())
+    r_norm = _minmax(rel, lo, hi)
+    out = []
+    for r, x in r_norm.items():
+        neighbours = [r_norm.get(n, 0.0) for n in (index.prev[r], index.next[r]) if n is not None]
+        out.append((index.ids[r], (x + 0.3 * max(neighbours, default=0.0)) / 1.3))
+    out.sort(key=lambda x: (-x[1], x[0]))
+    return out[:limit]
 
 
 def recall(found: list, truth: list) -> float:

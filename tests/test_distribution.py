@@ -140,11 +140,11 @@ def test_migrated_schema_distributes_by_user_id(engine):
             "foreign key fk_swapped note_links['user_id', 'session_id'] -> notes['session_id', 'user_id']",
         ),
         (
-            "CREATE TABLE cortex.bm25_corpus (tenant text PRIMARY KEY, n bigint)",
+            "DROP TABLE cortex.bm25_corpus; CREATE TABLE cortex.bm25_corpus (tenant text PRIMARY KEY, n bigint)",
             "distributed table bm25_corpus has no user_id column",
         ),
         (
-            "CREATE TABLE cortex.bm25_terms (user_id text, lexeme text, df int)",
+            "DROP TABLE cortex.bm25_terms; CREATE TABLE cortex.bm25_terms (user_id text, lexeme text, df int)",
             "distributed table bm25_terms: user_id must be text NOT NULL",
         ),
         (
@@ -163,20 +163,19 @@ def test_schema_check_fails_on_objects_without_user_id(engine, ddl, expected):
 
 
 def test_a_foreign_key_to_the_note_id_registry_is_allowed(engine):
-    # note_ids arrives with a later migration as a reference table: notes -> note_ids is fine
+    # the note-id registry is a reference table that notes and stm_notes reference
     with engine.begin() as conn:
-        conn.execute(
-            text(
-                "CREATE TABLE cortex.note_ids (id uuid PRIMARY KEY, user_id text NOT NULL, "
-                "UNIQUE (user_id, id))"
+        fks = (
+            conn.execute(
+                text(
+                    "SELECT conrelid::regclass::text FROM pg_constraint "
+                    "WHERE contype = 'f' AND confrelid = 'cortex.note_ids'::regclass ORDER BY 1"
+                )
             )
+            .scalars()
+            .all()
         )
-        conn.execute(
-            text(
-                "ALTER TABLE cortex.notes ADD CONSTRAINT fk_notes_note_ids FOREIGN KEY (user_id, id) "
-                "REFERENCES cortex.note_ids (user_id, id)"
-            )
-        )
+        assert fks == ["cortex.notes", "cortex.stm_notes"]
         assert distribution_problems(conn) == []
         stmts = distribution.statements_for(conn)
     refs = [s for s in stmts if "create_reference_table" in s]
@@ -303,7 +302,10 @@ def test_distribution_statements_run_in_order_against_stubs(stubbed):
             "create_distributed_function",
         ].index,
     )
-    assert [c[1] for c in calls if c[0] == "create_reference_table"] == ["cortex.embedding_models"]
+    assert [c[1] for c in calls if c[0] == "create_reference_table"] == [
+        "cortex.embedding_models",
+        "cortex.note_ids",
+    ]
     dist = [c for c in calls if c[0] == "create_distributed_table"]
     assert dist[0] == ("create_distributed_table", "cortex.notes", "user_id", "none")
     assert all(c[2] == "user_id" and c[3] == "cortex.notes" for c in dist[1:])

@@ -50,10 +50,18 @@ def test_reembed_while_searches_run_loses_nothing(db_url):
             {"i": f"cortex.{index}"},
         ).scalar_one()
         per_model = dict(
-            conn.execute(text("SELECT model, count(*) FROM cortex.embeddings GROUP BY model")).all()
+            conn.execute(
+                text("SELECT model || '/' || kind, count(*) FROM cortex.embeddings GROUP BY model, kind")
+            ).all()
         )
     assert valid is True
-    assert per_model == {"hashing-384": 241, "hashing-128": 241}
+    # every note's text, and its context (all but the first of the session), in both models
+    assert per_model == {
+        "hashing-384/text": 241,
+        "hashing-128/text": 241,
+        "hashing-384/context": 238,
+        "hashing-128/context": 238,
+    }
     old.close()
     # a store with the new model opens and finds everything; the old model is refused now
     new = MemoryStore.open(db_url, embedder=new_emb, auto_migrate=False)
@@ -86,6 +94,6 @@ def test_backfill_resumes_and_drop(db_url):
     assert r.backfill(s.engine, e2, batch_size=10) == 20  # the first batch was committed
     with pytest.raises(ValidationError):
         r.drop_model(s.engine, "hashing-384")  # active
-    assert r.drop_model(s.engine, "hashing-other") == 30
+    assert r.drop_model(s.engine, "hashing-other") == 30 + 29  # texts, and contexts of all but the first note
     assert [m["model"] for m in r.models(s.engine)] == ["hashing-384"]
     s.close()

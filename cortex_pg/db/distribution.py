@@ -14,8 +14,7 @@ service of ``docker-compose.citus.yml`` runs them::
     DATABASE_URL=postgresql://... python -m cortex_pg.db.distribution          # apply
     DATABASE_URL=postgresql://... python -m cortex_pg.db.distribution --print  # show only
 
-Tables named here that a database does not have yet (``note_ids``, ``bm25_corpus``,
-``bm25_terms`` arrive with later migrations) are skipped, so the statements work for any
+Tables named here that a database does not have yet (at an older revision) are skipped, so the statements work for any
 revision; run the module again after an upgrade that adds tables (it skips tables and
 functions that are already distributed).
 """
@@ -64,6 +63,7 @@ DISTRIBUTED_TABLES: tuple[str, ...] = (
     "user_preferences",
     "bm25_corpus",  # per-tenant BM25 statistics (document count, total length)
     "bm25_terms",  # per-tenant term document frequencies (user_id, lexeme, df)
+    "bm25_postings",  # per-tenant inverted index (user_id, note_id, lexeme): tf, dl, impact
 )
 
 #: Functions that act for one user: distributed with that argument and co-located with

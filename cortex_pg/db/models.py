@@ -110,6 +110,7 @@ class Note(_NoteFields, Base):
     __tablename__ = "notes"
 
     merged_into: Mapped[uuid.UUID | None] = mapped_column(sort_order=100)
+    seq: Mapped[int] = mapped_column(BigInteger, Identity(always=False), sort_order=102)
     evolution_history: Mapped[list[Any]] = mapped_column(
         JSONB, server_default=text("'[]'::jsonb"), sort_order=101
     )
@@ -117,7 +118,7 @@ class Note(_NoteFields, Base):
     __table_args__ = (
         *_note_checks("notes"),
         ForeignKeyConstraint(["user_id", "id"], ["note_ids.user_id", "note_ids.id"]),
-        Index("ix_notes_user_session_created", "user_id", "session_id", "created_at"),
+        Index("ix_notes_session_order", "user_id", "session_id", "created_at", "seq"),
         Index("ix_notes_id", "id"),
         Index("ix_notes_user_created", "user_id", "created_at"),
         Index(

@@ -69,6 +69,7 @@ class MemoryStore(NoteWriter, NoteReader, NoteSearch):
         enqueue_evolution: bool = False,
         extract_entities: bool = False,
         query_cache_size: int = 256,
+        context_embeddings: bool = True,
     ) -> None:
         self.engine = engine
         self.embedder = embedder
@@ -80,6 +81,7 @@ class MemoryStore(NoteWriter, NoteReader, NoteSearch):
         ):
             raise ValidationError("query_cache_size", f"must be an integer >= 0, got {query_cache_size!r}")
         self.query_cache = QueryVectorCache(query_cache_size)
+        self.context_embeddings = bool(context_embeddings)
         self.enqueue_evolution = enqueue_evolution
         self.extract_entities = extract_entities
         self.isolation = "none"
@@ -100,6 +102,7 @@ class MemoryStore(NoteWriter, NoteReader, NoteSearch):
         isolation: str = "none",
         app_role: str = "cortex_app",
         query_cache_size: int = 256,
+        context_embeddings: bool = True,
     ) -> MemoryStore:
         """Open a store.
 
@@ -116,6 +119,12 @@ class MemoryStore(NoteWriter, NoteReader, NoteSearch):
             extract_entities: record entities of every new note (see the class doc).
             query_cache_size: query embeddings kept in an LRU (query text -> vector) so a
                 repeated query is not embedded again; 0 turns it off.
+            context_embeddings: give every LTM note a second embedding, of its text read after
+                its predecessor in the session (``kind = 'context'``; the predecessor is the
+                previous note by time, then insertion order), kept up to date when notes are
+                inserted out of order, changed or deleted. Search scores a note by the mean of
+                the query's cosine with both, so a reply ("Yes! It was amazing.") is found by
+                what it answers. Costs a second embedding per note at write time.
             isolation: ``"none"`` (queries filter on user_id) or ``"rls"``: in addition,
                 Row-Level Security through the non-owner role ``app_role`` (created and granted
                 here when missing; needs CREATEROLE), with ``cortex.user_id`` set per
@@ -152,6 +161,7 @@ class MemoryStore(NoteWriter, NoteReader, NoteSearch):
                 enqueue_evolution=enqueue_evolution,
                 extract_entities=extract_entities,
                 query_cache_size=query_cache_size,
+                context_embeddings=context_embeddings,
             )
             store._register_model()
             if isolation == "rls":

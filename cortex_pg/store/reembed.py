@@ -4,7 +4,7 @@ then switch in one transaction.
 1. :func:`prepare` registers the new model (inactive) and builds its partial HNSW index with
    ``CREATE INDEX CONCURRENTLY`` (autocommit, no long lock on ``cortex.embeddings``).
 2. :func:`backfill` embeds, in batches of its own transaction each, every current note that
-   has no embedding of the new model (``FOR UPDATE SKIP LOCKED``: several runs can share the
+   has no embedding of the new model (its text, and its context as the store writes it) (``FOR UPDATE SKIP LOCKED``: several runs can share the
    work; a killed run resumes where the tables say it stopped). Searches keep using the
    active model meanwhile.
 3. :func:`activate` catches up notes written since, re-embeds the STM rows (one inline
@@ -23,13 +23,15 @@ from sqlalchemy import Engine, text
 
 from cortex_pg.embeddings.base import Embedder
 from cortex_pg.errors import EmbeddingDimensionError, ValidationError, translate_db_errors
+from cortex_pg.store.writing import write_context_embeddings
 
 MISSING = """
 SELECT n.user_id, n.id, n.session_id, n.content
 FROM cortex.notes n
 WHERE n.merged_into IS NULL
   AND NOT EXISTS (SELECT 1 FROM cortex.embeddings e
-                  WHERE e.user_id = n.user_id AND e.note_id = n.id AND e.model = :m)
+                  WHERE e.user_id = n.user_id AND e.note_id = n.id AND e.model = :m
+                    AND e.kind = 'text' AND e.window_no = 0)
 ORDER BY n.user_id, n.id
 LIMIT :b
 FOR UPDATE OF n SKIP LOCKED
@@ -113,6 +115,7 @@ def backfill(
             import json
 
             conn.execute(text(UPSERT), {"m": embedder.name, "rows": json.dumps(payload)})
+            write_context_embeddings(conn, embedder, [r.user_id for r in rows], [str(r.id) for r in rows])
         total += len(rows)
         if progress:
             progress(len(rows))
@@ -162,6 +165,7 @@ def activate(engine: Engine, embedder: Embedder) -> dict[str, int]:
                     ),
                 },
             )
+            write_context_embeddings(conn, embedder, [r.user_id for r in rows], [str(r.id) for r in rows])
             caught += len(rows)
         stm = conn.execute(
             text(

@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import Connection, text
 
 from cortex_pg.db import tenancy
+from cortex_pg.embeddings.base import Embedder
 from cortex_pg.errors import (
     ConflictError,
     EmbeddingDimensionError,
@@ -322,11 +323,19 @@ class NoteWriter:
         if self.extract_entities and rows:
             self._index_entities(conn, rows)
         conn.execute(text(sql.INSERT_EMBEDDINGS), {**payload, "model": self.embedder.name})
+        if rows:
+            self._write_context_embeddings(conn, [r["user_id"] for r in rows], [r["id"] for r in rows])
         if to_stm:
             newest = _newest_per_scope(rows, capacity)
             conn.execute(text(sql.INSERT_STM), {"rows": json.dumps(newest), "model": self.embedder.name})
             conn.execute(text(sql.TRIM_STM), {**scopes, "capacity": capacity})
         return ids
+
+    def _write_context_embeddings(self, conn: Connection, users: list[str], ids: list[str]) -> None:
+        """The context embeddings of ``ids`` and of the notes that follow them (when the store's
+        ``context_embeddings`` is on); see :func:`write_context_embeddings`."""
+        if self.context_embeddings:
+            write_context_embeddings(conn, self.embedder, users, ids)
 
     def _check_ids_free(self, conn: Connection, notes: list[validation.NewNote]) -> None:
         """Caller-given ids must not be registered to another tenant (``cortex.note_ids``; the
@@ -491,6 +500,7 @@ class NoteWriter:
                         ),
                         {"v": lit, "user_id": uid, "id": nid, "m": self.embedder.name},
                     )
+                    self._write_context_embeddings(conn, [uid], [str(nid)])
         return self.get(nid, user_id=uid)
 
     @tenant_scoped
@@ -505,6 +515,12 @@ class NoteWriter:
         uid = validation.optional_scope_id(user_id, "user_id")
         source = validation.memory_source(memory_source)
         with translate_db_errors(), self.engine.begin() as conn:
+            # the note that follows it in its session loses it as its context
+            after = (
+                conn.execute(text(sql.NEXT_IN_SESSION), {"id": nid, "u": uid}).first()
+                if source != "stm"
+                else None
+            )
             n = conn.execute(
                 text(
                     "WITH l AS (DELETE FROM cortex.notes WHERE :src IN ('all','ltm') AND id = :id "
@@ -515,6 +531,14 @@ class NoteWriter:
                 ),
                 {"id": nid, "u": uid, "src": source},
             ).scalar_one()
+            if after is not None:
+                conn.execute(
+                    text(
+                        "DELETE FROM cortex.embeddings WHERE user_id = :u AND note_id = :id AND kind = 'context'"
+                    ),
+                    {"u": after.user_id, "id": after.id},
+                )
+                self._write_context_embeddings(conn, [after.user_id], [str(after.id)])
         return n > 0
 
     @tenant_scoped
@@ -575,3 +599,30 @@ def _newest_per_scope(rows: list[dict[str, Any]], capacity: int) -> list[dict[st
             keep.append(row)
     keep.reverse()
     return keep
+
+
+def write_context_embeddings(conn: Connection, embedder: Embedder, users: list[str], ids: list[str]) -> int:
+    """Embed the context texts of the notes ``ids`` (user ids ``users``) and of the stored notes
+    that follow them, and write them as ``kind = 'context'`` embeddings of ``embedder``'s model
+    (see ``sql.CONTEXT_TEXTS``: predecessor's content, a newline, the note's content).
+
+    Returns:
+        The number of context embeddings written (notes without a predecessor get none).
+
+    Raises:
+        EmbeddingModelError, EmbeddingDimensionError: the embedder returned the wrong shape.
+    """
+    if not ids:
+        return 0
+    targets = conn.execute(text(sql.CONTEXT_TEXTS), {"users": sorted(set(users)), "ids": list(ids)}).all()
+    if not targets:
+        return 0
+    vectors = embedder.embed([t.context_text for t in targets])
+    if len(vectors) != len(targets) or any(len(v) != embedder.dim for v in vectors):
+        raise EmbeddingModelError(f"embedder {embedder.name!r} returned vectors of the wrong shape")
+    rows = [
+        {"user_id": t.user_id, "id": str(t.id), "session_id": t.session_id, "embedding": vector_literal(v)}
+        for t, v in zip(targets, vectors, strict=True)
+    ]
+    conn.execute(text(sql.INSERT_CONTEXT_EMBEDDINGS), {"rows": json.dumps(rows), "model": embedder.name})
+    return len(rows)

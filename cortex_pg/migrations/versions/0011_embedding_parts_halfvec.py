@@ -5,7 +5,9 @@ the note's own text, window ``window_no`` of it (0 for a text that fits the mode
 later windows of a long text follow), ``kind`` 'context' the note read with the conversation
 before it. Search takes a note's best embedding. Existing rows become ('text', 0).
 ``register_embedding_model`` v2 accepts 1..4000 dimensions (halfvec index above 2,000), and
-``search_notes`` v5 reads such models through that index. The GIN index on ``notes.tsv`` goes:
+``search_notes`` v5 reads such models through that index. ``notes.seq`` (insertion order)
+orders a session's notes that share a time (a conversation's turns), for the context embedding
+and the neighbours of a note. The GIN index on ``notes.tsv`` goes:
 full-text candidates come from ``cortex.bm25_postings`` (revision 0008).
 
 Revision ID: 0011
@@ -64,6 +66,16 @@ def upgrade() -> None:
         op.f("ck_embedding_models_dim_range"), "embedding_models", "dim BETWEEN 1 AND 4000", schema="cortex"
     )
     op.execute(read_sql("functions/register_embedding_model/v2.sql"))
+    # the order of a session's notes: by time, then by insertion (turns that share a time)
+    op.add_column(
+        "notes",
+        sa.Column("seq", sa.BigInteger(), sa.Identity(always=False), nullable=False),
+        schema="cortex",
+    )
+    op.create_index(
+        "ix_notes_session_order", "notes", ["user_id", "session_id", "created_at", "seq"], schema="cortex"
+    )
+    op.drop_index("ix_notes_user_session_created", table_name="notes", schema="cortex")
     # full-text search reads cortex.bm25_postings now: the GIN index on notes.tsv only cost writes
     op.drop_index("ix_notes_tsv", table_name="notes", schema="cortex", postgresql_using="gin")
     op.execute(f"DROP FUNCTION IF EXISTS {SEARCH_SIGNATURE}")
@@ -71,6 +83,11 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.create_index(
+        "ix_notes_user_session_created", "notes", ["user_id", "session_id", "created_at"], schema="cortex"
+    )
+    op.drop_index("ix_notes_session_order", table_name="notes", schema="cortex")
+    op.drop_column("notes", "seq", schema="cortex")
     op.create_index("ix_notes_tsv", "notes", ["tsv"], unique=False, schema="cortex", postgresql_using="gin")
     op.execute("DROP FUNCTION IF EXISTS cortex.search_statement(text, int, text, text, boolean)")
     op.execute(f"DROP FUNCTION IF EXISTS {SEARCH_SIGNATURE}")

@@ -69,6 +69,7 @@ DECLARE
     v_vec_ltm text;
     v_vec_stm text;
     v_txt_ltm text;
+    v_signals text;
     v_entities text := $q$
         ent_ranked AS (SELECT NULL::uuid AS id, NULL::float8 AS cov, NULL::int AS r WHERE false),
         ent_weight AS (SELECT 0::float8 AS w),
@@ -141,7 +142,7 @@ $q$, v_window_n, p_filter_n, p_model);
               AND $10 IN ('all', 'ltm') AND n.merged_into IS NULL
               AND %3$s AND %4$s
             ORDER BY e.embedding::%1$s <=> $2::%1$s
-            LIMIT $11$q$, v_cast, p_model, v_window_n, p_filter_n);
+            LIMIT 2 * $11$q$, v_cast, p_model, v_window_n, p_filter_n);
     v_vec_stm := format($q$
             SELECT s.id, (s.embedding <=> $2) AS dist
             FROM cortex.stm_notes s
@@ -169,6 +170,33 @@ $q$, v_window_n, p_filter_n, p_model);
               AND %2$s AND %1$s
             ORDER BY p.impact DESC, p.note_id
             LIMIT $11$q$, p_filter_n, v_window_n);
+    -- the two signals of a set of notes (CTE %1$s with column id): v = mean of the query's
+    -- cosine with the note's text (best window) and with its context embedding (the text's
+    -- cosine when it has none; the STM copy's for an STM-only note), s = BM25 (0: no term)
+    v_signals := $q$
+        %1$s_signals AS MATERIALIZED (
+            SELECT x.id,
+                   CASE WHEN $2::vector IS NULL THEN NULL ELSE coalesce(
+                       (SELECT ((1 - min(e.embedding <=> $2) FILTER (WHERE e.kind = 'text'))
+                                + (1 - coalesce(min(e.embedding <=> $2) FILTER (WHERE e.kind = 'context'),
+                                                min(e.embedding <=> $2) FILTER (WHERE e.kind = 'text')))) / 2
+                        FROM cortex.embeddings e
+                        WHERE e.user_id = $1 AND e.note_id = x.id AND e.model = %2$L AND $10 IN ('all', 'ltm')),
+                       (SELECT 1 - (s.embedding <=> $2) FROM cortex.stm_notes s
+                        WHERE s.user_id = $1 AND s.id = x.id AND s.model = %2$L)) END::float8 AS v,
+                   coalesce((SELECT sum(q.idf * h.tf * (1.2 + 1) / (h.tf + 1.2 * (1 - 0.75 + 0.75 * h.dl / $19)))
+                             FROM (SELECT p.lexeme, p.tf::float8 AS tf, p.dl::float8 AS dl
+                                   FROM cortex.bm25_postings p
+                                   WHERE p.user_id = $1 AND p.note_id = x.id AND p.lexeme = ANY ($12)
+                                     AND $10 IN ('all', 'ltm')
+                                   UNION ALL
+                                   SELECT sh.lexeme, sh.tf, sh.dl FROM stm_hits sh WHERE sh.id = x.id
+                                     AND NOT EXISTS (SELECT 1 FROM cortex.bm25_postings p2
+                                                     WHERE p2.user_id = $1 AND p2.note_id = x.id
+                                                       AND $10 IN ('all', 'ltm'))) h
+                             JOIN q_terms q ON q.lexeme = h.lexeme), 0)::float8 AS s
+            FROM %1$s x
+        ),$q$;
     RETURN format($q$
         WITH
         q_terms AS MATERIALIZED (
@@ -177,56 +205,118 @@ $q$, v_window_n, p_filter_n, p_model);
             LEFT JOIN cortex.bm25_terms t ON t.user_id = $1 AND t.lexeme = q.lexeme
         ),
         vec AS MATERIALIZED (
-            SELECT v.id, min(v.dist) AS dist
-            FROM ((%1$s) UNION ALL (%2$s)) v
-            GROUP BY v.id
-        ),
-        vec_ranked AS (
-            SELECT v.id, row_number() OVER (ORDER BY v.dist, v.id)::int AS r FROM vec v
+            SELECT v.id FROM ((%1$s) UNION ALL (%2$s)) v
+            GROUP BY v.id ORDER BY min(v.dist), v.id LIMIT $11
         ),
         txt_cand AS MATERIALIZED (
             SELECT DISTINCT c.note_id AS id
             FROM q_terms q CROSS JOIN LATERAL ((%6$s)) c
             WHERE $10 IN ('all', 'ltm')
         ),
-        hits AS (
-            SELECT DISTINCT ON (h.id, h.lexeme) h.id, h.lexeme, h.tf, h.dl
-            FROM (
-                SELECT p.note_id AS id, p.lexeme, p.tf::float8 AS tf, p.dl::float8 AS dl
-                FROM (SELECT t.id FROM txt_cand t UNION SELECT v.id FROM vec v) c
-                JOIN cortex.bm25_postings p ON p.user_id = $1 AND p.note_id = c.id AND p.lexeme = ANY ($12)
-                WHERE $10 IN ('all', 'ltm')
+        stm_hits AS MATERIALIZED (
+            SELECT s.id, t.lexeme, coalesce(cardinality(t.positions), 1)::float8 AS tf, length(s.tsv)::float8 AS dl
+            FROM cortex.stm_notes s, LATERAL unnest(s.tsv) AS t
+            WHERE s.user_id = $1 AND ($9::text IS NULL OR s.session_id = $9) AND $10 IN ('all', 'stm')
+              AND s.tsv @@ $3 AND t.lexeme = ANY ($12)
+              AND ($6::timestamptz IS NULL OR s.created_at >= $6)
+              AND ($7::timestamptz IS NULL OR s.created_at < $7)
+              AND %5$s
+        ),
+%8$s
+        pool AS MATERIALIZED (
+            SELECT id FROM vec UNION SELECT id FROM txt_cand
+            UNION SELECT DISTINCT id FROM stm_hits UNION SELECT id FROM ent_ranked
+        ),
+%9$s
+        bounds AS (
+            SELECT min(v) AS v_lo, max(v) AS v_hi, min(s) AS s_lo, max(s) AS s_hi FROM pool_signals
+        ),
+        -- normalised-score fusion: 0.5 * minmax(v) + 0.5 * minmax(s) (+ the entity list's
+        -- coverage at weight w_e), divided by the weights of the signals present
+        fusion AS (
+            SELECT (CASE WHEN $2::vector IS NULL THEN 0 ELSE 0.5 END
+                    + CASE WHEN cardinality($12::text[]) > 0 THEN 0.5 ELSE 0 END + ew.w)::float8 AS total,
+                   ew.w
+            FROM ent_weight ew
+        ),
+        pool_rel AS MATERIALIZED (
+            SELECT ps.id, ps.v, ps.s,
+                   (CASE WHEN $2::vector IS NULL THEN 0
+                         ELSE 0.5 * (ps.v - b.v_lo) / coalesce(nullif(b.v_hi - b.v_lo, 0), 1) END
+                    + CASE WHEN cardinality($12::text[]) = 0 THEN 0
+                           ELSE 0.5 * (ps.s - b.s_lo) / coalesce(nullif(b.s_hi - b.s_lo, 0), 1) END
+                    + fu.w * coalesce(en.cov, 0)) / greatest(fu.total, 1e-9) AS rel,
+                   en.cov AS ecov, en.r AS er
+            FROM pool_signals ps CROSS JOIN bounds b CROSS JOIN fusion fu
+            LEFT JOIN ent_ranked en ON en.id = ps.id
+        ),
+        ordered AS MATERIALIZED (  -- a note's place in its session: (created_at, seq)
+            SELECT pr.id, n.session_id, n.created_at, n.seq
+            FROM pool_rel pr JOIN cortex.notes n ON n.user_id = $1 AND n.id = pr.id AND n.merged_into IS NULL
+        ),
+        -- expansion: the session neighbours of the 5 best notes join the pool (the evidence is
+        -- often the turn next to the best match), scored with the pool's bounds
+        expansion AS MATERIALIZED (
+            SELECT DISTINCT nb.id
+            FROM (SELECT o.* FROM ordered o JOIN pool_rel pr ON pr.id = o.id ORDER BY pr.rel DESC, pr.id LIMIT 5) t
+            CROSS JOIN LATERAL (
+                (SELECT n.id FROM cortex.notes n
+                 WHERE n.user_id = $1 AND n.session_id = t.session_id AND n.merged_into IS NULL
+                   AND (n.created_at, n.seq) < (t.created_at, t.seq)
+                   AND %3$s AND %4$s
+                 ORDER BY n.created_at DESC, n.seq DESC LIMIT 1)
                 UNION ALL
-                SELECT s.id, t.lexeme, coalesce(cardinality(t.positions), 1)::float8, length(s.tsv)::float8
-                FROM cortex.stm_notes s, LATERAL unnest(s.tsv) AS t
-                WHERE s.user_id = $1 AND ($9::text IS NULL OR s.session_id = $9) AND $10 IN ('all', 'stm')
-                  AND s.tsv @@ $3 AND t.lexeme = ANY ($12)
-                  AND ($6::timestamptz IS NULL OR s.created_at >= $6)
-                  AND ($7::timestamptz IS NULL OR s.created_at < $7)
-                  AND %5$s
-            ) h
-            ORDER BY h.id, h.lexeme
+                (SELECT n.id FROM cortex.notes n
+                 WHERE n.user_id = $1 AND n.session_id = t.session_id AND n.merged_into IS NULL
+                   AND (n.created_at, n.seq) > (t.created_at, t.seq)
+                   AND %3$s AND %4$s
+                 ORDER BY n.created_at, n.seq LIMIT 1)) nb
+            WHERE $10 IN ('all', 'ltm') AND nb.id NOT IN (SELECT id FROM pool_rel)
         ),
-        bm25 AS (
-            SELECT h.id,
-                   sum(q.idf * h.tf * (1.2 + 1) / (h.tf + 1.2 * (1 - 0.75 + 0.75 * h.dl / $19))) AS s,
-                   sum(q.idf) / nullif((SELECT sum(q2.idf) FROM q_terms q2), 0) AS cov
-            FROM hits h JOIN q_terms q ON q.lexeme = h.lexeme
-            GROUP BY h.id
+%10$s
+        expanded AS MATERIALIZED (
+            SELECT id, v, s, rel, ecov, er FROM pool_rel
+            UNION ALL
+            SELECT es.id, es.v, es.s,
+                   (CASE WHEN $2::vector IS NULL THEN 0
+                         ELSE 0.5 * (es.v - b.v_lo) / coalesce(nullif(b.v_hi - b.v_lo, 0), 1) END
+                    + CASE WHEN cardinality($12::text[]) = 0 THEN 0
+                           ELSE 0.5 * (es.s - b.s_lo) / coalesce(nullif(b.s_hi - b.s_lo, 0), 1) END)
+                    / greatest(fu.total, 1e-9),
+                   NULL, NULL
+            FROM expansion_signals es CROSS JOIN bounds b CROSS JOIN fusion fu
         ),
-        txt_ranked AS (
-            SELECT b.id, b.s, b.cov, row_number() OVER (ORDER BY b.s DESC, b.id)::int AS r
-            FROM bm25 b ORDER BY b.s DESC, b.id LIMIT $11
+        normed AS MATERIALIZED (
+            SELECT x.id, x.v, x.s, x.ecov, x.er,
+                   (x.rel - min(x.rel) OVER ()) / coalesce(nullif(max(x.rel) OVER () - min(x.rel) OVER (), 0), 1) AS r
+            FROM expanded x
         ),
-%8$s        fused AS (
-            SELECT coalesce(v.id, t.id, en.id) AS id, v.r AS vr, t.r AS tr, t.s AS ts, en.cov AS ecov, en.r AS er,
-                   (coalesce(1.0 / (60 + v.r), 0) + coalesce(t.cov / (60 + t.r), 0)
-                    + ew.w * coalesce(en.cov / (60 + en.r), 0))::float8
-                       * 61.0 / greatest($13 + ew.w, 1) AS relevance
-            FROM vec_ranked v
-            FULL JOIN txt_ranked t ON t.id = v.id
-            FULL JOIN ent_ranked en ON en.id = coalesce(v.id, t.id)
-            CROSS JOIN ent_weight ew
+        -- neighbour smoothing: r + 0.3 * max(r of the previous, r of the next note of the
+        -- session), a neighbour counting only when it is itself a candidate
+        smoothed AS (
+            SELECT nm.*,
+                   (nm.r + 0.3 * greatest(coalesce(pv.r, 0), coalesce(nx.r, 0))) / 1.3 AS relevance
+            FROM normed nm
+            LEFT JOIN cortex.notes n ON n.user_id = $1 AND n.id = nm.id AND n.merged_into IS NULL
+            LEFT JOIN LATERAL (
+                SELECT m.id FROM cortex.notes m
+                WHERE m.user_id = $1 AND m.session_id = n.session_id AND m.merged_into IS NULL
+                  AND (m.created_at, m.seq) < (n.created_at, n.seq)
+                ORDER BY m.created_at DESC, m.seq DESC LIMIT 1) pid ON true
+            LEFT JOIN LATERAL (
+                SELECT m.id FROM cortex.notes m
+                WHERE m.user_id = $1 AND m.session_id = n.session_id AND m.merged_into IS NULL
+                  AND (m.created_at, m.seq) > (n.created_at, n.seq)
+                ORDER BY m.created_at, m.seq LIMIT 1) nid ON true
+            LEFT JOIN normed pv ON pv.id = pid.id
+            LEFT JOIN normed nx ON nx.id = nid.id
+        ),
+        fused AS (
+            SELECT sm.id, sm.relevance, sm.s AS ts, sm.v, sm.ecov, sm.er,
+                   CASE WHEN sm.v IS NULL THEN NULL
+                        ELSE row_number() OVER (ORDER BY sm.v DESC NULLS LAST, sm.id) END::int AS vr,
+                   CASE WHEN sm.s > 0 THEN row_number() OVER (ORDER BY sm.s DESC, sm.id) END::int AS tr
+            FROM smoothed sm
         ),
         placed AS (
             SELECT f.*, s.id IS NOT NULL AS in_stm,
@@ -234,7 +324,8 @@ $q$, v_window_n, p_filter_n, p_model);
                    CASE WHEN $14::vector IS NULL THEN NULL
                         WHEN s.id IS NOT NULL AND s.model = %7$L THEN 1 - (s.embedding <=> $14)
                         ELSE 1 - (SELECT min(e.embedding <=> $14) FROM cortex.embeddings e
-                                  WHERE e.user_id = $1 AND e.note_id = f.id AND e.model = %7$L) END AS ctx
+                                  WHERE e.user_id = $1 AND e.note_id = f.id AND e.model = %7$L
+                                    AND e.kind = 'text') END AS ctx
             FROM fused f
             LEFT JOIN cortex.stm_notes s
                    ON s.user_id = $1 AND s.id = f.id AND $10 IN ('all', 'stm')
@@ -265,19 +356,14 @@ $q$, v_window_n, p_filter_n, p_model);
                coalesce(s.importance, n.importance), t.created_at,
                coalesce(s.updated_at, n.updated_at), coalesce(s.last_accessed_at, n.last_accessed_at),
                coalesce(s.access_count, n.access_count),
-               t.final, t.relevance, 1 - d.dist, d.dist, coalesce(t.ts, 0)::float8, t.recency, t.vr, t.tr,
+               t.final, t.relevance, t.v, 1 - t.v, coalesce(t.ts, 0)::float8, t.recency, t.vr, t.tr,
                t.ctx::float8, t.ecov::float8, t.er
         FROM top t
         LEFT JOIN cortex.stm_notes s ON t.in_stm AND s.user_id = $1 AND s.id = t.id
         LEFT JOIN cortex.notes n ON NOT t.in_stm AND n.user_id = $1 AND n.id = t.id
-        LEFT JOIN LATERAL (
-            SELECT CASE WHEN $2::vector IS NULL THEN NULL
-                        WHEN t.in_stm AND s.model = %7$L THEN s.embedding <=> $2
-                        ELSE (SELECT min(e.embedding <=> $2) FROM cortex.embeddings e
-                              WHERE e.user_id = $1 AND e.note_id = t.id AND e.model = %7$L) END AS dist
-        ) d ON true
         ORDER BY t.final DESC, t.id
-    $q$, v_vec_ltm, v_vec_stm, v_window_n, p_filter_n, p_filter_s, v_txt_ltm, p_model, v_entities);
+    $q$, v_vec_ltm, v_vec_stm, v_window_n, p_filter_n, p_filter_s, v_txt_ltm, p_model, v_entities,
+       format(v_signals, 'pool', p_model), format(v_signals, 'expansion', p_model));
 END
 $fn$;
 
