@@ -1,181 +1,30 @@
-"""The ``cortex-pg`` command (Typer).
-
-Global options (also from the environment): ``--database-url`` / ``DATABASE_URL`` (an external
-PostgreSQL; default: the embedded server), ``--home`` / ``CORTEX_PG_HOME`` (the embedded
-server's data directory), ``--embedder`` / ``CORTEX_PG_EMBEDDER`` (minilm, openai, hashing).
-The CLI migrates the schema on open (``auto_migrate=True``). Errors print one line and exit 2.
-"""
+"""``cortex-pg add``, ``ingest``, ``search`` and ``stats``: notes in, notes out."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from functools import wraps
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from cortex_pg.config import Settings
-from cortex_pg.errors import CortexPGError
-
-app = typer.Typer(help="cortex-pg: long-term memory for AI agents, in PostgreSQL.", no_args_is_help=True)
-db_app = typer.Typer(help="Schema migrations and the embedded server.", no_args_is_help=True)
-app.add_typer(db_app, name="db")
-
-console = Console()
-err_console = Console(stderr=True)
+from cortex_pg.cli.common import console, data_location, handle_errors, open_store, progress_bar
 
 
-@dataclass
-class Options:
-    database_url: str | None
-    home: Path | None
-    embedder: str
-
-    def settings(self) -> Settings:
-        overrides: dict[str, Any] = {"embedder": self.embedder}
-        if self.database_url:
-            overrides["database_url"] = self.database_url
-        if self.home:
-            overrides["home"] = self.home
-        return Settings(**overrides)
+def register(app: typer.Typer) -> None:
+    """Add ``add``, ``ingest``, ``search`` and ``stats`` to ``app``."""
+    app.command("add")(add)
+    app.command("ingest")(ingest)
+    app.command("search")(search)
+    app.command("stats")(stats)
 
 
-@app.callback()
-def main(
-    ctx: typer.Context,
-    database_url: Annotated[
-        str | None, typer.Option(envvar="DATABASE_URL", help="External PostgreSQL URL (default: embedded).")
-    ] = None,
-    home: Annotated[
-        Path | None, typer.Option(envvar="CORTEX_PG_HOME", help="Data directory of the embedded server.")
-    ] = None,
-    embedder: Annotated[
-        str, typer.Option(envvar="CORTEX_PG_EMBEDDER", help="minilm (offline), openai or hashing.")
-    ] = "minilm",
-) -> None:
-    ctx.obj = Options(database_url, home, embedder)
-
-
-def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn cortex_pg errors into a one-line message and exit status 2."""
-
-    @wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except CortexPGError as exc:
-            err_console.print(f"[red]error:[/red] {exc}")
-            raise typer.Exit(2) from None
-
-    return wrapper
-
-
-@contextmanager
-def open_store(ctx: typer.Context) -> Iterator[Any]:
-    """A MemoryStore for the CLI's options, migrated on open, closed afterwards."""
-    from cortex_pg.store import MemoryStore
-
-    opts: Options = ctx.obj
-    store = MemoryStore.open(settings=opts.settings(), auto_migrate=True)
-    try:
-        yield store
-    finally:
-        store.close()
-
-
-def _engine(ctx: typer.Context):  # noqa: ANN202
-    from cortex_pg.db.engine import create_engine_for, resolve_url
-
-    return create_engine_for(resolve_url(None, settings=ctx.obj.settings()))
-
-
-# ---------------------------------------------------------------------- db
-@db_app.command("upgrade")
-@handle_errors
-def db_upgrade(ctx: typer.Context, revision: str = typer.Argument("head")) -> None:
-    """Migrate the schema up to REVISION (default: head)."""
-    from cortex_pg.db import migrate
-
-    engine = _engine(ctx)
-    try:
-        migrate.upgrade(engine, revision)
-        console.print(f"schema at {migrate.current_revision(engine)}")
-    finally:
-        engine.dispose()
-
-
-@db_app.command("downgrade")
-@handle_errors
-def db_downgrade(
-    ctx: typer.Context,
-    revision: str = typer.Argument(..., help="target, e.g. base or -1"),
-    yes: Annotated[
-        bool, typer.Option("--yes", help="Do not ask before removing tables (and their data).")
-    ] = False,
-) -> None:
-    """Migrate the schema down to REVISION (``base`` removes every cortex table and its data)."""
-    from cortex_pg.db import migrate
-
-    if not yes and not typer.confirm(f"Downgrade to {revision}? Tables removed on the way lose their data."):
-        raise typer.Exit(1)
-
-    engine = _engine(ctx)
-    try:
-        migrate.downgrade(engine, revision)
-        console.print(f"schema at {migrate.current_revision(engine) or 'base'}")
-    finally:
-        engine.dispose()
-
-
-@db_app.command("current")
-@handle_errors
-def db_current(ctx: typer.Context) -> None:
-    """Print the schema revision of the database and the newest one this package knows."""
-    from cortex_pg.db import migrate
-
-    engine = _engine(ctx)
-    try:
-        console.print(
-            f"current: {migrate.current_revision(engine) or 'none'}  head: {migrate.head_revision()}"
-        )
-    finally:
-        engine.dispose()
-
-
-@db_app.command("stop")
-@handle_errors
-def db_stop(ctx: typer.Context) -> None:
-    """Stop the embedded server of the data directory (other processes lose their connection)."""
-    from cortex_pg.db import embedded
-
-    directory = ctx.obj.settings().data_dir()
-    stopped = embedded.stop(directory)
-    console.print(f"{'stopped' if stopped else 'not running'}: {directory}")
-
-
-@db_app.command("url")
-@handle_errors
-def db_url(ctx: typer.Context) -> None:
-    """Start the embedded server if needed and print its SQLAlchemy URL (for psql: drop '+psycopg')."""
-    from cortex_pg.db.engine import resolve_url
-
-    console.print(resolve_url(None, settings=ctx.obj.settings()), soft_wrap=True, highlight=False)
-
-
-# ---------------------------------------------------------------------- notes
 def _list(value: str | None) -> list[str] | None:
     return [v.strip() for v in value.split(",") if v.strip()] if value else None
 
 
-@app.command()
-@handle_errors
+@handle_errors(flags={"to_stm": "--no-stm"})
 def add(
     ctx: typer.Context,
     content: str,
@@ -196,7 +45,7 @@ def add(
     try:
         meta = json.loads(metadata) if metadata else None
     except json.JSONDecodeError as exc:
-        raise ValidationError("metadata", f"not JSON: {exc}") from None
+        raise ValidationError("--metadata", f"not JSON: {exc}") from None
     with open_store(ctx) as store:
         nid = store.add(
             content,
@@ -214,18 +63,7 @@ def add(
     console.print(nid)
 
 
-def _progress() -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=err_console,
-    )
-
-
-@app.command()
-@handle_errors
+@handle_errors(flags={"to_stm": "--no-stm", "path": "PATH"})
 def ingest(
     ctx: typer.Context,
     path: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True)],
@@ -234,10 +72,18 @@ def ingest(
     ] = "text",
     user: Annotated[str, typer.Option("--user", "-u", help="Tenant for text files.")] = "default",
     session: Annotated[str, typer.Option("--session", "-s", help="Session for text files.")] = "default",
-    batch_size: int = 256,
+    batch_size: Annotated[int, typer.Option(help="Notes per embedding batch and insert.")] = 32,
     stm: Annotated[bool, typer.Option("--stm/--no-stm")] = True,
+    entities: Annotated[
+        bool,
+        typer.Option("--entities/--no-entities", help="Extract entities (for `cortex-pg entities`)."),
+    ] = True,
 ) -> None:
-    """Ingest a file: plain text (a note per paragraph) or a LoCoMo JSON file (a note per turn)."""
+    """Ingest a file: plain text (a note per paragraph) or a LoCoMo JSON file (a note per turn).
+
+    Prints how many notes were read, how many are new and how many were already stored
+    (the same content in the same user and session is stored once).
+    """
     from cortex_pg import ingest as readers
     from cortex_pg.errors import ValidationError
 
@@ -246,12 +92,17 @@ def ingest(
     elif format == "locomo":
         batches = [(c.sample_id, c.items) for c in readers.read_locomo(path)]
     else:
-        raise ValidationError("format", f"unknown format {format!r}; use text or locomo")
+        raise ValidationError("--format", f"unknown format {format!r}; use text or locomo")
     total = sum(len(items) for _, items in batches)
-    with open_store(ctx) as store, _progress() as progress:
-        task = progress.add_task("ingesting", total=total)
+    new = 0
+    with open_store(ctx, extract_entities=entities) as store, progress_bar() as progress:
+        task = progress.add_task("loading model", total=total)
+        load = getattr(store.embedder, "load", None)
+        if callable(load):
+            load()
         for uid, items in batches:
             progress.update(task, description=f"ingesting {uid}")
+            before = store.count(user_id=uid)
             store.add_many(
                 items,
                 user_id=uid,
@@ -260,10 +111,34 @@ def ingest(
                 to_stm=stm,
                 progress=lambda n: progress.advance(task, n),
             )
-    console.print(f"ingested {total} notes for {len(batches)} user(s)")
+            new += store.count(user_id=uid) - before
+    console.print(
+        f"{total} read, {new} new, {total - new} already stored "
+        f"({len(batches)} user(s); data: {data_location(ctx)})",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
-@app.command()
+def _tiers(store: Any, results: list[Any], user: str) -> dict[str, str]:
+    """Tier label per result id: a note kept in both tiers is shown once (its STM copy) as 'ltm+stm'."""
+    from sqlalchemy import text
+
+    stm_ids = [r.id for r in results if r.memory_tier == "stm"]
+    in_ltm: set[str] = set()
+    if stm_ids:
+        with store.engine.connect() as conn:
+            rows = conn.execute(
+                text("SELECT id::text FROM cortex.notes WHERE user_id = :u AND id::text = ANY(:ids)"),
+                {"u": user, "ids": [str(i) for i in stm_ids]},
+            )
+            in_ltm = {row[0] for row in rows}
+    return {
+        str(r.id): "ltm+stm" if r.memory_tier == "stm" and str(r.id) in in_ltm else r.memory_tier
+        for r in results
+    }
+
+
 @handle_errors
 def search(
     ctx: typer.Context,
@@ -285,9 +160,9 @@ def search(
     """Hybrid search (vector + BM25, fused by RRF, recency-weighted) of one user's notes."""
     from cortex_pg.temporal import parse_instant, parse_natural
 
-    at = parse_instant(now, "now")
-    d_from = parse_natural(date_from, "date_from", now=at) if date_from else None
-    d_to = parse_natural(date_to, "date_to", now=at) if date_to else None
+    at = parse_instant(now, "--now")
+    d_from = parse_natural(date_from, "--from", now=at) if date_from else None
+    d_to = parse_natural(date_to, "--to", now=at) if date_to else None
     with open_store(ctx) as store:
         results = store.search(
             query,
@@ -300,17 +175,23 @@ def search(
             now=at,
             memory_source=source,
         )
+        tiers = _tiers(store, results, user) if not as_json else {}
     if as_json:
         typer.echo(json.dumps([r.to_dict() for r in results], indent=2, ensure_ascii=False))
         return
-    table = Table(title=f"{len(results)} result(s) for user {user!r}", show_lines=False)
+    table = Table(
+        title=f"{len(results)} result(s) for user {user!r}",
+        caption="tier: ltm = long-term only, stm = short-term only, ltm+stm = in both (a note "
+        "is in short-term memory while it is among its session's newest)",
+        show_lines=False,
+    )
     for col in ("#", "score", "tier", "time", "session", "content"):
         table.add_column(col, overflow="fold" if col == "content" else "ellipsis")
     for i, r in enumerate(results, 1):
         table.add_row(
             str(i),
             f"{r.score:.3f}",
-            r.memory_tier,
+            tiers.get(str(r.id), r.memory_tier),
             r.created_at.strftime("%Y-%m-%d %H:%M"),
             r.note.session_id,
             r.content if len(r.content) <= 200 else r.content[:197] + "...",
@@ -318,16 +199,15 @@ def search(
     console.print(table)
 
 
-@app.command()
 @handle_errors
 def stats(
     ctx: typer.Context,
     user: Annotated[str | None, typer.Option("--user", "-u")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Counts: notes per tier, users, sessions, links, history rows, embeddings per model."""
+    """Counts: notes per tier, users, sessions, links, history rows, embeddings per model; and where the data is."""
     with open_store(ctx) as store:
-        data = store.stats(user_id=user)
+        data = {"data": data_location(ctx), **store.stats(user_id=user)}
     if as_json:
         typer.echo(json.dumps(data, indent=2))
         return
@@ -337,88 +217,3 @@ def stats(
     for key, value in data.items():
         table.add_row(key, json.dumps(value) if isinstance(value, dict) else str(value))
     console.print(table)
-
-
-@app.command()
-@handle_errors
-def reembed(
-    ctx: typer.Context,
-    model: Annotated[
-        str, typer.Option("--model", help="New embedding model: minilm, text-embedding-3-small, hashing...")
-    ],
-    batch_size: int = 256,
-    activate: Annotated[
-        bool, typer.Option("--activate", help="Switch searches to the model when done.")
-    ] = False,
-) -> None:
-    """Back-fill embeddings of a second model beside the active one (batched, resumable); --activate switches."""
-    from cortex_pg.embeddings import embedder_from_name
-    from cortex_pg.store import reembed as r
-
-    embedder = embedder_from_name(model)
-    engine = _engine(ctx)
-    try:
-        index = r.prepare(engine, embedder)
-        console.print(f"model {embedder.name} ({embedder.dim} dims), index {index}")
-        with _progress() as progress:
-            task = progress.add_task("re-embedding", total=None)
-            n = r.backfill(
-                engine, embedder, batch_size=batch_size, progress=lambda k: progress.advance(task, k)
-            )
-        console.print(f"back-filled {n} notes")
-        if activate:
-            info = r.activate(engine, embedder)
-            console.print(
-                f"active model is now {embedder.name} (caught up {info['caught_up']}, "
-                f"STM re-embedded {info['stm_reembedded']})"
-            )
-    finally:
-        engine.dispose()
-
-
-@app.command("models")
-@handle_errors
-def models_cmd(
-    ctx: typer.Context,
-    drop: Annotated[
-        str | None, typer.Option("--drop", help="Remove an inactive model's embeddings and index.")
-    ] = None,
-) -> None:
-    """List embedding models (dimension, active, embeddings), or --drop an inactive one."""
-    from cortex_pg.store import reembed as r
-
-    engine = _engine(ctx)
-    try:
-        if drop:
-            console.print(f"dropped {r.drop_model(engine, drop)} embeddings of {drop}")
-        table = Table(title="embedding models")
-        for col in ("model", "dim", "active", "embeddings", "index"):
-            table.add_column(col)
-        for m in r.models(engine):
-            table.add_row(
-                str(m["model"]),
-                str(m["dim"]),
-                "yes" if m["active"] else "",
-                str(m["embeddings"]),
-                str(m["index_name"]),
-            )
-        console.print(table)
-    finally:
-        engine.dispose()
-
-
-def _register_plugins() -> None:
-    """Commands contributed by other modules (each exposes ``register(app)``)."""
-    import importlib
-
-    for name in ("cortex_pg.cli_entities", "cortex_pg.cli_evolution", "cortex_pg.cli_cortex"):
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != name:
-                raise
-            continue
-        module.register(app)
-
-
-_register_plugins()
