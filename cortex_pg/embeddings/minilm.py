@@ -135,6 +135,8 @@ class MiniLMEmbedder:
             tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
             options = onnxruntime.SessionOptions()
             options.log_severity_level = 3
+            # idle threads sleep instead of spinning: less CPU between batches and on shared cores
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             if self.threads:
                 options.intra_op_num_threads = self.threads
             self._session = onnxruntime.InferenceSession(
