@@ -54,8 +54,10 @@ def main() -> None:
     cli = [sys.executable, "-m", "cortex_pg"]
     try:
         embeds = [float(_run([sys.executable, "-c", FIRST_EMBEDDING], env)[1]) for _ in range(args.repeat)]
-        print(f"first embedding after import (in process): median {statistics.median(embeds):.2f} s  "
-              f"runs {', '.join(f'{t:.2f}' for t in embeds)}")
+        print(
+            f"first embedding after import (in process): median {statistics.median(embeds):.2f} s  "
+            f"runs {', '.join(f'{t:.2f}' for t in embeds)}"
+        )
         subprocess.run([*cli, "db", "upgrade"], env=env, capture_output=True, check=True)
         ingest = [*cli, "ingest", str(args.data), "--format", "locomo"]
         if args.no_entities:
@@ -63,14 +65,18 @@ def main() -> None:
         wall, out = _run(ingest, env)
         read = re.search(r"(\d+) (?:read|notes)", out)
         n = int(read.group(1)) if read else 0
-        print(f"ingest {args.data}: {n} notes in {wall:.1f} s = {n / wall:.1f} notes/s end to end "
-              f"(process start and model load included; entities {'off' if args.no_entities else 'on'})")
+        print(
+            f"ingest {args.data}: {n} notes in {wall:.1f} s = {n / wall:.1f} notes/s end to end "
+            f"(process start and model load included; entities {'off' if args.no_entities else 'on'})"
+        )
         user = args.user or re.search(r'"sample_id"\s*:\s*"([^"]+)"', args.data.read_text()).group(1)
         search = [*cli, "search", args.query, "--user", user, "--limit", "3"]
         _run(search, env)  # warm the server and the OS file cache
         walls = [_run(search, env)[0] for _ in range(args.repeat)]
-        print(f"cortex-pg search, cold process, warm server: median {statistics.median(walls):.2f} s  "
-              f"runs {', '.join(f'{t:.2f}' for t in walls)}")
+        print(
+            f"cortex-pg search, cold process, warm server: median {statistics.median(walls):.2f} s  "
+            f"runs {', '.join(f'{t:.2f}' for t in walls)}"
+        )
     finally:
         subprocess.run([*cli, "db", "stop"], env=env, capture_output=True)
         shutil.rmtree(home, ignore_errors=True)

@@ -207,7 +207,9 @@ def test_db_stop_all_stops_the_servers_in_the_registry(tmp_path):
             assert embedded.is_running(home)
         registry = (tmp_path / "state" / "servers").read_text().splitlines()
         assert registry == [str(h) for h in homes]
-        out = subprocess.run([*cli, "db", "stop", "--all"], env=env, capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [*cli, "db", "stop", "--all"], env=env, capture_output=True, text=True, check=True
+        )
         assert all(f"stopped: {h}" in out.stdout for h in homes)
         assert not any(embedded.is_running(h) for h in homes)
     finally:

@@ -55,7 +55,9 @@ def test_onnx_matches_the_torch_path_live(minilm):
 def test_the_onnx_file_is_written_once_into_the_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("CORTEX_PG_CACHE_DIR", str(tmp_path))
     path = ensure_onnx()
-    assert path == onnx_path(model_dir()) and path.parent == tmp_path / "models" and path.stat().st_size > 80e6
+    assert (
+        path == onnx_path(model_dir()) and path.parent == tmp_path / "models" and path.stat().st_size > 80e6
+    )
     stamp = path.stat().st_mtime_ns
     assert ensure_onnx() == path and path.stat().st_mtime_ns == stamp  # not rewritten
     assert list((tmp_path / "models").iterdir()) == [path]  # no temporary file left

@@ -37,7 +37,10 @@ def main(
         Path | None, typer.Option(envvar="CORTEX_PG_HOME", help="Data directory of the embedded server.")
     ] = None,
     embedder: Annotated[
-        str, typer.Option(envvar="CORTEX_PG_EMBEDDER", help="minilm (offline), openai or hashing.")
+        str,
+        typer.Option(
+            envvar="CORTEX_PG_EMBEDDER", help="minilm (offline, ONNX), minilm-torch, openai or hashing."
+        ),
     ] = "minilm",
 ) -> None:
     ctx.obj = Options(database_url, home, embedder)
