@@ -3,16 +3,11 @@
 Public names only; see :class:`MemoryStore` for the repository API.
 """
 
-from cortex_pg.compat.calute import (
-    ContextualMemory,
-    CortexMemory,
-    EntityMemory,
-    LongTermMemory,
-    MemoryItem,
-    ShortTermMemory,
-    UserMemory,
-)
-from cortex_pg.compat.prem import AgenticMemorySystem, MemoryNote
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from cortex_pg.errors import (
     ConflictError,
     CortexPGError,
@@ -25,6 +20,42 @@ from cortex_pg.errors import (
     ServerError,
     ValidationError,
 )
+
+# The facades import SQLAlchemy, Alembic and the store (about a second): loaded on first use
+# of their name, so `import cortex_pg.embeddings` or the CLI's argument parsing stays fast.
+_LAZY = {
+    "ContextualMemory": "cortex_pg.compat.calute",
+    "CortexMemory": "cortex_pg.compat.calute",
+    "EntityMemory": "cortex_pg.compat.calute",
+    "LongTermMemory": "cortex_pg.compat.calute",
+    "MemoryItem": "cortex_pg.compat.calute",
+    "ShortTermMemory": "cortex_pg.compat.calute",
+    "UserMemory": "cortex_pg.compat.calute",
+    "AgenticMemorySystem": "cortex_pg.compat.prem",
+    "MemoryNote": "cortex_pg.compat.prem",
+}
+
+if TYPE_CHECKING:
+    from cortex_pg.compat.calute import (
+        ContextualMemory,
+        CortexMemory,
+        EntityMemory,
+        LongTermMemory,
+        MemoryItem,
+        ShortTermMemory,
+        UserMemory,
+    )
+    from cortex_pg.compat.prem import AgenticMemorySystem, MemoryNote
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cortex_pg' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "AgenticMemorySystem",

@@ -25,6 +25,9 @@ from cortex_pg.db.engine import create_engine_for, normalize_url
 from cortex_pg.embeddings import HashingEmbedder
 from cortex_pg.store import MemoryStore
 
+# embedded servers started by the tests are recorded in a registry of their own, not the user's
+os.environ.setdefault("CORTEX_PG_STATE_DIR", tempfile.mkdtemp(prefix="cortex-pg-test-state-"))
+
 
 def _libpq(url: str, database: str | None = None) -> dict:
     u = make_url(url)

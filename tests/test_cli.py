@@ -72,7 +72,9 @@ def test_ingest_text_paragraphs(run, tmp_path):
     f = tmp_path / "notes.txt"
     f.write_text("First paragraph\nstill first.\n\n\nSecond paragraph.\n\n  \nThird.\n")
     r = run("ingest", str(f), "--user", "t")
-    assert r.exit_code == 0 and "ingested 3 notes" in r.stdout
+    assert r.exit_code == 0 and "3 read, 3 new, 0 already stored" in r.stdout
+    r = run("ingest", str(f), "--user", "t")  # again: nothing new
+    assert r.exit_code == 0 and "3 read, 0 new, 3 already stored" in r.stdout
     r = run("search", "paragraph", "--user", "t", "--json")
     assert {d["content"] for d in json.loads(r.stdout)} == {
         "First paragraph\nstill first.",
@@ -100,7 +102,7 @@ def test_ingest_locomo_shape(run, tmp_path):
 @pytest.mark.skipif(not LOCOMO.exists(), reason="LoCoMo data not present")
 def test_ingest_real_locomo_and_find_the_evidence(run):
     r = run("ingest", str(LOCOMO), "--format", "locomo", "--no-stm")
-    assert r.exit_code == 0 and "for 5 user(s)" in r.stdout
+    assert r.exit_code == 0 and "2760 read, 2760 new, 0 already stored (5 user(s)" in r.stdout
     r = run("search", "When did Caroline go to the LGBTQ support group?", "--user", "conv-26", "--json")
     dia = [d["metadata"]["dia_id"] for d in json.loads(r.stdout)]
     assert "D1:3" in dia  # the annotated evidence turn
@@ -112,7 +114,7 @@ def test_errors_are_one_line_and_exit_2(run):
     r = run("search", "x", "--limit", "0")
     assert r.exit_code == 2 and "limit" in r.stderr
     r = run("add", "   ")
-    assert r.exit_code == 2 and "content" in r.stderr
+    assert r.exit_code == 2 and "CONTENT:" in r.stderr
 
 
 def test_embedded_server_is_shared_by_processes_and_stopped_by_cli():
@@ -153,3 +155,64 @@ def test_embedded_server_is_shared_by_processes_and_stopped_by_cli():
     finally:
         embedded.stop(home)
         shutil.rmtree(home, ignore_errors=True)
+
+
+def test_cli_errors_name_the_flag_not_the_parameter(run):
+    r = run("search", "x", "--from", "the day after never")
+    assert r.exit_code == 2 and "--from" in r.stderr and "date_from" not in r.stderr
+    r = run("search", "x", "--source", "both")
+    assert r.exit_code == 2 and "--source" in r.stderr and "memory_source" not in r.stderr
+    r = run("ingest", __file__, "--format", "csv")
+    assert r.exit_code == 2 and "--format" in r.stderr
+
+
+def test_search_table_labels_notes_in_both_tiers(run):
+    run("add", "The boiler is serviced every October", "--user", "tiers")
+    run("add", "Only in long-term memory: the attic key", "--user", "tiers", "--no-stm")
+    r = run("search", "boiler serviced", "--user", "tiers", "--limit", "1")
+    assert r.exit_code == 0 and "ltm+stm" in r.stdout
+    r = run("search", "attic key", "--user", "tiers", "--limit", "1")
+    assert "ltm+stm" not in r.stdout.split("tier:")[0] and "│ ltm " in r.stdout
+
+
+def test_stats_and_db_url_say_where_the_data_is(run, db_url):
+    r = run("stats", "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["data"].startswith("external database")
+    r = run("stats")
+    assert "data" in r.stdout and "external database" in r.stdout
+
+
+def test_cli_ingest_extracts_entities_by_default(run, tmp_path):
+    f = tmp_path / "people.txt"
+    f.write_text("Alice works at Acme Corp.\n\nBob met Alice in Paris.\n")
+    assert run("ingest", str(f), "--user", "ents").exit_code == 0
+    r = run("entities", "--user", "ents")
+    assert r.exit_code == 0 and "Alice" in r.stdout and "Acme" in r.stdout
+    assert run("ingest", str(f), "--user", "plain", "--no-entities").exit_code == 0
+    r = run("entities", "--user", "plain")
+    assert r.exit_code == 0 and "no entities for user 'plain'" in r.stdout and "--no-entities" in r.stdout
+
+
+def test_db_stop_all_stops_the_servers_in_the_registry(tmp_path):
+    homes = [Path(tempfile.mkdtemp(prefix="cortex-pg-stop-all-")) for _ in range(2)]
+    env = {**os.environ, "CORTEX_PG_EMBEDDER": "hashing", "CORTEX_PG_STATE_DIR": str(tmp_path / "state")}
+    env.pop("DATABASE_URL", None)
+    cli = [sys.executable, "-m", "cortex_pg"]
+    try:
+        for home in homes:
+            out = subprocess.run(
+                [*cli, "--home", str(home), "db", "url"], env=env, capture_output=True, text=True, check=True
+            )
+            assert out.stdout.startswith("postgresql+psycopg://") and f"data: {home}" in out.stderr
+            assert embedded.is_running(home)
+        registry = (tmp_path / "state" / "servers").read_text().splitlines()
+        assert registry == [str(h) for h in homes]
+        out = subprocess.run(
+            [*cli, "db", "stop", "--all"], env=env, capture_output=True, text=True, check=True
+        )
+        assert all(f"stopped: {h}" in out.stdout for h in homes)
+        assert not any(embedded.is_running(h) for h in homes)
+    finally:
+        for home in homes:
+            embedded.stop(home)
+            shutil.rmtree(home, ignore_errors=True)

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cortex_pg.cli import app
-from cortex_pg.cli_cortex import split_chunks
+from cortex_pg.cli.cortex import split_chunks
 
 TEXT = """Lyra Drake is a cartographer who maps desert canyons.
 

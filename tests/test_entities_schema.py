@@ -7,7 +7,7 @@ from alembic import command
 from sqlalchemy import text
 from typer.testing import CliRunner
 
-from cortex_pg.cli_entities import register
+from cortex_pg.cli.entities import register
 from cortex_pg.config import SCHEMA
 from cortex_pg.db import migrate
 from cortex_pg.db.engine import create_engine_for

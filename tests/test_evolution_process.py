@@ -69,7 +69,7 @@ def test_cli_worker_in_another_process_evolves_notes(store, db_url):
         [
             sys.executable,
             "-m",
-            "cortex_pg.cli_evolution",
+            "cortex_pg.cli.evolution",
             "worker",
             "--concurrency",
             "2",
@@ -98,7 +98,7 @@ def test_cli_worker_in_another_process_evolves_notes(store, db_url):
     assert "done=2" in err
 
     out = subprocess.run(
-        [sys.executable, "-m", "cortex_pg.cli_evolution", "jobs"],
+        [sys.executable, "-m", "cortex_pg.cli.evolution", "jobs"],
         env=_env(db_url),
         capture_output=True,
         text=True,

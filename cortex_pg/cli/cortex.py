@@ -98,14 +98,16 @@ def register(app: typer.Typer) -> None:
         output_dir: Annotated[Path | None, typer.Option(help="Write the JSON files here.")] = None,
     ) -> None:
         """Prem Cortex's test CLI: store a file, import/export memories, compare STM/LTM answers."""
-        from cortex_pg.cli import console, handle_errors
+        from cortex_pg.cli.common import console, handle_errors, settings_of
         from cortex_pg.compat.prem import AgenticMemorySystem
         from cortex_pg.embeddings import embedder_from_name
         from cortex_pg.errors import ValidationError
 
-        @handle_errors
+        @handle_errors(
+            flags={"user_id": "--user-id", "session_id": "--session-id", "output_dir": "--output-dir"}
+        )
         def run() -> None:
-            settings = ctx.obj.settings()
+            settings = settings_of(ctx)
             system = AgenticMemorySystem(
                 database_url=settings.database_url,
                 path=settings.home,

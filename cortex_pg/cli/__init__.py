@@ -1,0 +1,52 @@
+"""The ``cortex-pg`` command (Typer): one module per command group.
+
+* :mod:`~cortex_pg.cli.db` — ``db upgrade|downgrade|current|url|stop``
+* :mod:`~cortex_pg.cli.notes` — ``add``, ``ingest``, ``search``, ``stats``
+* :mod:`~cortex_pg.cli.models` — ``reembed``, ``models``
+* :mod:`~cortex_pg.cli.entities` — ``entities``
+* :mod:`~cortex_pg.cli.evolution` — ``worker``, ``jobs``
+* :mod:`~cortex_pg.cli.cortex` — ``cortex`` (the Prem Cortex test CLI)
+
+Global options (also from the environment): ``--database-url`` / ``DATABASE_URL`` (an external
+PostgreSQL; default: the embedded server), ``--home`` / ``CORTEX_PG_HOME`` (the embedded
+server's data directory), ``--embedder`` / ``CORTEX_PG_EMBEDDER`` (minilm, openai, hashing).
+The CLI migrates the schema on open (``auto_migrate=True``). Errors print one line naming the
+flag and exit 2. Heavy modules (the store, the model) are imported by the command that runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cortex_pg.cli import cortex, db, entities, evolution, models, notes
+from cortex_pg.cli.common import Options
+
+app = typer.Typer(help="cortex-pg: long-term memory for AI agents, in PostgreSQL.", no_args_is_help=True)
+
+
+@app.callback()
+def main(
+    ctx: typer.Context,
+    database_url: Annotated[
+        str | None, typer.Option(envvar="DATABASE_URL", help="External PostgreSQL URL (default: embedded).")
+    ] = None,
+    home: Annotated[
+        Path | None, typer.Option(envvar="CORTEX_PG_HOME", help="Data directory of the embedded server.")
+    ] = None,
+    embedder: Annotated[
+        str,
+        typer.Option(
+            envvar="CORTEX_PG_EMBEDDER", help="minilm (offline, ONNX), minilm-torch, openai or hashing."
+        ),
+    ] = "minilm",
+) -> None:
+    ctx.obj = Options(database_url, home, embedder)
+
+
+for _group in (db, notes, models, entities, evolution, cortex):
+    _group.register(app)
+
+__all__ = ["app"]

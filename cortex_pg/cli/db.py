@@ -1,0 +1,107 @@
+"""``cortex-pg db``: schema migrations and the embedded server (where the data lives)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from cortex_pg.cli.common import console, data_location, engine_of, err_console, handle_errors, settings_of
+
+app = typer.Typer(help="Schema migrations and the embedded server.", no_args_is_help=True)
+
+
+@app.command("upgrade")
+@handle_errors
+def db_upgrade(ctx: typer.Context, revision: str = typer.Argument("head")) -> None:
+    """Migrate the schema up to REVISION (default: head)."""
+    from cortex_pg.db import migrate
+
+    engine = engine_of(ctx)
+    try:
+        migrate.upgrade(engine, revision)
+        console.print(
+            f"schema at {migrate.current_revision(engine)} in {data_location(ctx)}", highlight=False
+        )
+    finally:
+        engine.dispose()
+
+
+@app.command("downgrade")
+@handle_errors
+def db_downgrade(
+    ctx: typer.Context,
+    revision: str = typer.Argument(..., help="target, e.g. base or -1"),
+    yes: Annotated[
+        bool, typer.Option("--yes", help="Do not ask before removing tables (and their data).")
+    ] = False,
+) -> None:
+    """Migrate the schema down to REVISION (``base`` removes every cortex table and its data)."""
+    from cortex_pg.db import migrate
+
+    if not yes and not typer.confirm(f"Downgrade to {revision}? Tables removed on the way lose their data."):
+        raise typer.Exit(1)
+
+    engine = engine_of(ctx)
+    try:
+        migrate.downgrade(engine, revision)
+        console.print(f"schema at {migrate.current_revision(engine) or 'base'}")
+    finally:
+        engine.dispose()
+
+
+@app.command("current")
+@handle_errors
+def db_current(ctx: typer.Context) -> None:
+    """Print the schema revision of the database and the newest one this package knows."""
+    from cortex_pg.db import migrate
+
+    engine = engine_of(ctx)
+    try:
+        console.print(
+            f"current: {migrate.current_revision(engine) or 'none'}  head: {migrate.head_revision()}"
+        )
+    finally:
+        engine.dispose()
+
+
+@app.command("stop")
+@handle_errors
+def db_stop(
+    ctx: typer.Context,
+    all_: Annotated[
+        bool,
+        typer.Option("--all", help="Stop every embedded server this user started (from the registry)."),
+    ] = False,
+) -> None:
+    """Stop the embedded server of the data directory (other processes lose their connection)."""
+    from cortex_pg.db import embedded
+
+    if not all_:
+        directory = settings_of(ctx).data_dir()
+        stopped = embedded.stop(directory)
+        console.print(f"{'stopped' if stopped else 'not running'}: {directory}", highlight=False)
+        return
+    results = embedded.stop_all()
+    for directory, stopped in results:
+        console.print(f"{'stopped' if stopped else 'not running'}: {directory}", highlight=False)
+    if not results:
+        console.print(f"no embedded server recorded in {embedded.registry_path()}", highlight=False)
+
+
+@app.command("url")
+@handle_errors
+def db_url(ctx: typer.Context) -> None:
+    """Start the embedded server if needed and print its SQLAlchemy URL (for psql: drop '+psycopg').
+
+    The data directory goes to standard error, so ``$(cortex-pg db url)`` is just the URL.
+    """
+    from cortex_pg.db.engine import resolve_url
+
+    console.print(resolve_url(None, settings=settings_of(ctx)), soft_wrap=True, highlight=False)
+    err_console.print(f"data: {data_location(ctx)}", soft_wrap=True, highlight=False)
+
+
+def register(app_: typer.Typer) -> None:
+    """Add the ``db`` group to ``app_``."""
+    app_.add_typer(app, name="db")

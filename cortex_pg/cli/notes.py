@@ -1,0 +1,219 @@
+"""``cortex-pg add``, ``ingest``, ``search`` and ``stats``: notes in, notes out."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from cortex_pg.cli.common import console, data_location, handle_errors, open_store, progress_bar
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``add``, ``ingest``, ``search`` and ``stats`` to ``app``."""
+    app.command("add")(add)
+    app.command("ingest")(ingest)
+    app.command("search")(search)
+    app.command("stats")(stats)
+
+
+def _list(value: str | None) -> list[str] | None:
+    return [v.strip() for v in value.split(",") if v.strip()] if value else None
+
+
+@handle_errors(flags={"to_stm": "--no-stm"})
+def add(
+    ctx: typer.Context,
+    content: str,
+    user: Annotated[str, typer.Option("--user", "-u")] = "default",
+    session: Annotated[str, typer.Option("--session", "-s")] = "default",
+    time: Annotated[str | None, typer.Option(help="ISO 8601 time of the memory (naive = UTC).")] = None,
+    keywords: Annotated[str | None, typer.Option(help="Comma-separated.")] = None,
+    tags: Annotated[str | None, typer.Option(help="Comma-separated.")] = None,
+    context: str | None = None,
+    category: Annotated[str | None, typer.Option(help="Dot path, e.g. work.programming.")] = None,
+    metadata: Annotated[str | None, typer.Option(help="JSON object.")] = None,
+    importance: float = 0.5,
+    stm: Annotated[bool, typer.Option("--stm/--no-stm", help="Also write to short-term memory.")] = True,
+) -> None:
+    """Store one note and print its id."""
+    from cortex_pg.errors import ValidationError
+
+    try:
+        meta = json.loads(metadata) if metadata else None
+    except json.JSONDecodeError as exc:
+        raise ValidationError("--metadata", f"not JSON: {exc}") from None
+    with open_store(ctx) as store:
+        nid = store.add(
+            content,
+            user_id=user,
+            session_id=session,
+            time=time,
+            keywords=_list(keywords),
+            tags=_list(tags),
+            context=context,
+            category=category,
+            metadata=meta,
+            importance=importance,
+            to_stm=stm,
+        )
+    console.print(nid)
+
+
+@handle_errors(flags={"to_stm": "--no-stm", "path": "PATH"})
+def ingest(
+    ctx: typer.Context,
+    path: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True)],
+    format: Annotated[
+        str, typer.Option("--format", "-f", help="text (one note per paragraph) or locomo.")
+    ] = "text",
+    user: Annotated[str, typer.Option("--user", "-u", help="Tenant for text files.")] = "default",
+    session: Annotated[str, typer.Option("--session", "-s", help="Session for text files.")] = "default",
+    batch_size: Annotated[int, typer.Option(help="Notes per embedding batch and insert.")] = 32,
+    stm: Annotated[bool, typer.Option("--stm/--no-stm")] = True,
+    entities: Annotated[
+        bool,
+        typer.Option("--entities/--no-entities", help="Extract entities (for `cortex-pg entities`)."),
+    ] = True,
+) -> None:
+    """Ingest a file: plain text (a note per paragraph) or a LoCoMo JSON file (a note per turn).
+
+    Prints how many notes were read, how many are new and how many were already stored
+    (the same content in the same user and session is stored once).
+    """
+    from cortex_pg import ingest as readers
+    from cortex_pg.errors import ValidationError
+
+    if format == "text":
+        batches = [(user, readers.text_items(path))]
+    elif format == "locomo":
+        batches = [(c.sample_id, c.items) for c in readers.read_locomo(path)]
+    else:
+        raise ValidationError("--format", f"unknown format {format!r}; use text or locomo")
+    total = sum(len(items) for _, items in batches)
+    new = 0
+    with open_store(ctx, extract_entities=entities) as store, progress_bar() as progress:
+        task = progress.add_task("loading model", total=total)
+        load = getattr(store.embedder, "load", None)
+        if callable(load):
+            load()
+        for uid, items in batches:
+            progress.update(task, description=f"ingesting {uid}")
+            before = store.count(user_id=uid)
+            store.add_many(
+                items,
+                user_id=uid,
+                session_id=session,
+                batch_size=batch_size,
+                to_stm=stm,
+                progress=lambda n: progress.advance(task, n),
+            )
+            new += store.count(user_id=uid) - before
+    console.print(
+        f"{total} read, {new} new, {total - new} already stored "
+        f"({len(batches)} user(s); data: {data_location(ctx)})",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def _tiers(store: Any, results: list[Any], user: str) -> dict[str, str]:
+    """Tier label per result id: a note kept in both tiers is shown once (its STM copy) as 'ltm+stm'."""
+    from sqlalchemy import text
+
+    stm_ids = [r.id for r in results if r.memory_tier == "stm"]
+    in_ltm: set[str] = set()
+    if stm_ids:
+        with store.engine.connect() as conn:
+            rows = conn.execute(
+                text("SELECT id::text FROM cortex.notes WHERE user_id = :u AND id::text = ANY(:ids)"),
+                {"u": user, "ids": [str(i) for i in stm_ids]},
+            )
+            in_ltm = {row[0] for row in rows}
+    return {
+        str(r.id): "ltm+stm" if r.memory_tier == "stm" and str(r.id) in in_ltm else r.memory_tier
+        for r in results
+    }
+
+
+@handle_errors
+def search(
+    ctx: typer.Context,
+    query: str,
+    user: Annotated[str, typer.Option("--user", "-u")] = "default",
+    session: Annotated[str | None, typer.Option("--session", "-s")] = None,
+    limit: Annotated[int, typer.Option("--limit", "-k")] = 10,
+    temporal_weight: Annotated[
+        float, typer.Option("--temporal-weight", "-w", help="Recency weight in [0, 1].")
+    ] = 0.0,
+    date_from: Annotated[
+        str | None, typer.Option("--from", help="ISO date or phrase ('3 days ago').")
+    ] = None,
+    date_to: Annotated[str | None, typer.Option("--to", help="Exclusive end; ISO date or phrase.")] = None,
+    now: Annotated[str | None, typer.Option(help="Measure ages from this instant (default: now).")] = None,
+    source: Annotated[str, typer.Option(help="all, ltm or stm.")] = "all",
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """Hybrid search (vector + BM25, fused by RRF, recency-weighted) of one user's notes."""
+    from cortex_pg.temporal import parse_instant, parse_natural
+
+    at = parse_instant(now, "--now")
+    d_from = parse_natural(date_from, "--from", now=at) if date_from else None
+    d_to = parse_natural(date_to, "--to", now=at) if date_to else None
+    with open_store(ctx) as store:
+        results = store.search(
+            query,
+            user_id=user,
+            session_id=session,
+            limit=limit,
+            temporal_weight=temporal_weight,
+            date_from=d_from,
+            date_to=d_to,
+            now=at,
+            memory_source=source,
+        )
+        tiers = _tiers(store, results, user) if not as_json else {}
+    if as_json:
+        typer.echo(json.dumps([r.to_dict() for r in results], indent=2, ensure_ascii=False))
+        return
+    table = Table(
+        title=f"{len(results)} result(s) for user {user!r}",
+        caption="tier: ltm = long-term only, stm = short-term only, ltm+stm = in both (a note "
+        "is in short-term memory while it is among its session's newest)",
+        show_lines=False,
+    )
+    for col in ("#", "score", "tier", "time", "session", "content"):
+        table.add_column(col, overflow="fold" if col == "content" else "ellipsis")
+    for i, r in enumerate(results, 1):
+        table.add_row(
+            str(i),
+            f"{r.score:.3f}",
+            tiers.get(str(r.id), r.memory_tier),
+            r.created_at.strftime("%Y-%m-%d %H:%M"),
+            r.note.session_id,
+            r.content if len(r.content) <= 200 else r.content[:197] + "...",
+        )
+    console.print(table)
+
+
+@handle_errors
+def stats(
+    ctx: typer.Context,
+    user: Annotated[str | None, typer.Option("--user", "-u")] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Counts: notes per tier, users, sessions, links, history rows, embeddings per model; and where the data is."""
+    with open_store(ctx) as store:
+        data = {"data": data_location(ctx), **store.stats(user_id=user)}
+    if as_json:
+        typer.echo(json.dumps(data, indent=2))
+        return
+    table = Table(title="cortex-pg" + (f" — user {user!r}" if user else ""))
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    for key, value in data.items():
+        table.add_row(key, json.dumps(value) if isinstance(value, dict) else str(value))
+    console.print(table)

@@ -1,0 +1,31 @@
+"""The registry of embedded servers this user started, and the one INFO line saying where data lives."""
+
+from __future__ import annotations
+
+import logging
+
+from cortex_pg.db import embedded
+
+
+def test_a_data_dir_is_announced_once_and_recorded_once(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("CORTEX_PG_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setattr(embedded, "_announced", set())
+    home = tmp_path / "home"
+    with caplog.at_level(logging.INFO, logger="cortex_pg.db.embedded"):
+        embedded._remember(home)
+        embedded._remember(home)
+    lines = [r.getMessage() for r in caplog.records if r.name == "cortex_pg.db.embedded"]
+    assert len(lines) == 1 and str(home) in lines[0] and "keeps running" in lines[0]
+    assert embedded.registry_path() == tmp_path / "state" / "servers"
+    assert embedded.registered() == [home]
+
+
+def test_stop_all_forgets_directories_that_are_gone(tmp_path, monkeypatch):
+    monkeypatch.setenv("CORTEX_PG_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setattr(embedded, "_announced", set())
+    gone, stopped = tmp_path / "gone", tmp_path / "stopped"
+    (stopped / "pgdata").mkdir(parents=True)  # a data directory whose server is not running
+    embedded._remember(gone)
+    embedded._remember(stopped)
+    assert embedded.stop_all() == [(stopped, False)]
+    assert embedded.registered() == [stopped]
