@@ -49,13 +49,16 @@ class SearchResult:
 
     Attributes:
         score: final score, ``(1 - w) * relevance_score + w * recency_score``; higher is better.
-        relevance_score: normalised reciprocal-rank fusion of the vector and BM25 ranks, in (0, 1].
-        semantic_score: cosine similarity of query and note embeddings, in [-1, 1]
-            (None when searching without an embedding).
-        distance: cosine distance, ``1 - semantic_score``, in [0, 2].
+        relevance_score: normalised-score fusion of the vector and BM25 scores, smoothed with the
+            note's session neighbours (``search_notes`` v5), in [0, 1].
+        semantic_score: the mean of the query's cosine with the note's text embedding and with
+            its context embedding (the text's cosine when it has none), in [-1, 1] (None when
+            searching without an embedding).
+        distance: ``1 - semantic_score``, in [0, 2].
         text_score: Okapi BM25 score of the note for the query (0 when no term matched).
         recency_score: ``exp(-age_days / 7)`` in (0, 1], age measured from ``now``.
-        vector_rank / text_rank: 1-based rank in each candidate list, None when not a candidate.
+        vector_rank / text_rank: 1-based rank by ``semantic_score`` / ``text_score`` among the
+            candidates, None without that signal (or, for text, without a matching term).
         entity_score / entity_rank: the note's coverage of the query's entities (idf-weighted, in
             [0, 1]) and its rank in the entity candidate list, when the entity signal is on.
         context_score: cosine of the search's context and the note, when a context was given;

@@ -5,10 +5,12 @@
 --   SELECT * FROM cortex.search_notes('alice', NULL, 'parking', 5,
 --                                     p_filter => '{"tags": {"$contains": "car"}}');
 --
--- v5 (Alembic 0011) reads models above 2,000 dimensions through their halfvec index (see
--- register_embedding_model/v2.sql) and takes a note's best embedding when it has several
--- (cortex.embeddings.kind / window_no). v4 kept v3's signature, fusion and results, and
--- changed how candidates are found:
+-- v5 (Alembic 0011) is conversation-aware: it scores a note by the mean of the query's cosine
+-- with its text and with its context embedding (the note read after its predecessor in the
+-- session, cortex.embeddings.kind = 'context'), fuses normalised scores instead of ranks, adds
+-- the session neighbours of the best notes and smooths each note's relevance with its
+-- neighbours'; and it reads models above 2,000 dimensions through their halfvec index (see
+-- register_embedding_model/v2.sql). v4 changed how candidates are found:
 --   * BM25 statistics (N, average length, df) are read from cortex.bm25_corpus and
 --     cortex.bm25_terms (kept exact by triggers, see bm25_index/v1.sql), never recounted;
 --   * full-text candidates come from cortex.bm25_postings: for each query term, its best
@@ -24,19 +26,28 @@
 --
 -- Candidates (each ranker returns up to pool rows):
 --   vector : cosine distance, LTM from the model's partial HNSW index on cortex.embeddings
---            (pgvector iterative index scan, so tenant/session/date/filter conditions still
---            fill the pool; the best of a note's embeddings counts), STM by exact scan of the
---            (small) UNLOGGED cortex.stm_notes;
+--            (pgvector iterative index scan over 2 * pool rows of both kinds, so
+--            tenant/session/date/filter conditions still fill the pool; the pool best notes by
+--            their best embedding), STM by exact scan of the (small) UNLOGGED cortex.stm_notes;
 --   text   : Okapi BM25 over the query's lexemes (to_tsvector('english'), at most 64),
 --            k1 = 1.2, b = 0.75, idf = ln(1 + (N - df + 0.5) / (df + 0.5)) (Robertson/Lucene),
 --            N, df and average document length over the tenant's current long-term notes,
 --            document length = number of distinct lexemes; STM notes are scored with the
 --            same statistics.
 -- Entity:  as v3 (p_query_entities, p_entity_weight, p_expand_entities).
--- Fusion: coverage-weighted reciprocal rank fusion (Cormack et al. 2009), k = 60:
---            relevance = (1/(60+rank_vec) + cov_text/(60+rank_text) + w*cov_ent/(60+rank_ent))
---                        / ((vector_on + text_on + w) / 61), in [0, 1];
---            cov_text = sum(idf of query terms the note contains) / sum(idf of all query terms).
+-- Signals of every candidate (full-text, vector, STM or entity): v = (cos(q, text) +
+--            cos(q, context)) / 2, the text's cosine standing in for a missing context
+--            (semantic_score); s = BM25, 0 without a query term (text_score).
+-- Fusion: rel = (0.5 * minmax(v) + 0.5 * minmax(s) + w_e * entity coverage) / (weights of
+--            the signals present), min and max over the candidates (a zero range counts as 1);
+--            w_e = p_entity_weight * the query entities' specificity (as v3).
+-- Expansion: the session neighbours (previous and next current note by (created_at, seq)) of
+--            the 5 best candidates by rel join, scored with the candidates' min and max.
+-- Smoothing: r = minmax(rel) over the expanded candidates; relevance = (r + 0.3 * max(r_prev,
+--            r_next)) / 1.3 in [0, 1], a neighbour counting only when it is a candidate.
+--            (Normalised-score fusion, context embeddings and neighbour smoothing were chosen
+--            on LoCoMo dev conversations; the constants sit on flat parts of their curves:
+--            fusion weight 0.4-0.6, smoothing share 0.2-0.4, expansion of the top 2-20.)
 -- Recency: exp(-age_days / 7) with age measured from p_now (Prem Cortex temporal weighting),
 --            future notes count as age 0.
 -- Score:  (1 - p_temporal_weight) * relevance + p_temporal_weight * recency; with
