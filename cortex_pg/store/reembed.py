@@ -23,6 +23,7 @@ from sqlalchemy import Engine, text
 
 from cortex_pg.embeddings.base import Embedder
 from cortex_pg.errors import EmbeddingDimensionError, ValidationError, translate_db_errors
+from cortex_pg.store import validation
 
 MISSING = """
 SELECT n.user_id, n.id, n.session_id, n.content
@@ -105,7 +106,7 @@ def backfill(
             rows = conn.execute(text(MISSING), {"m": embedder.name, "b": batch_size}).all()
             if not rows:
                 return total
-            vectors = embedder.embed([r.content for r in rows])
+            vectors = embedder.embed([validation.embedding_text(r.content) for r in rows])
             payload = [
                 {"user_id": r.user_id, "id": str(r.id), "session_id": r.session_id, "embedding": _literal(v)}
                 for r, v in zip(rows, vectors, strict=True)
@@ -144,7 +145,7 @@ def activate(engine: Engine, embedder: Embedder) -> dict[str, int]:
             rows = conn.execute(text(MISSING), {"m": embedder.name, "b": 512}).all()
             if not rows:
                 break
-            vectors = embedder.embed([r.content for r in rows])
+            vectors = embedder.embed([validation.embedding_text(r.content) for r in rows])
             conn.execute(
                 text(UPSERT),
                 {
@@ -170,7 +171,7 @@ def activate(engine: Engine, embedder: Embedder) -> dict[str, int]:
             {"m": embedder.name},
         ).all()
         if stm:
-            vectors = embedder.embed([r.content for r in stm])
+            vectors = embedder.embed([validation.embedding_text(r.content) for r in stm])
             conn.execute(
                 text(
                     "UPDATE cortex.stm_notes s SET embedding = CAST(r.embedding AS vector), model = :m "
