@@ -64,13 +64,11 @@ ORDER BY id
 FOR SHARE
 """
 
-# update(links=...): the note's links are exactly the given ones; a link dropped goes with its
-# reverse (links are written in pairs)
+# update(links=...): the note's outgoing links are exactly the given ones (as Prem Cortex's
+# ``note.links = ...``); links other notes hold to it are theirs and stay
 DROP_OTHER_LINKS = """
 DELETE FROM cortex.note_links l
-WHERE l.user_id = :user_id
-  AND ((l.source_id = :id AND NOT l.target_id = ANY(CAST(:keep AS uuid[])))
-    OR (l.target_id = :id AND NOT l.source_id = ANY(CAST(:keep AS uuid[]))))
+WHERE l.user_id = :user_id AND l.source_id = :id AND NOT l.target_id = ANY(CAST(:keep AS uuid[]))
 """
 
 OUTGOING = """
@@ -209,9 +207,9 @@ def write_links(
 
 
 def replace_links(conn: Connection, user_id: str, note_id: uuid.UUID, links: Sequence[Link]) -> int:
-    """Make ``links`` the note's links (``update(links=...)``): links of the note not among
-    them are deleted with their reverse links, then ``links`` are written (see :func:`write_links`).
-    ``links=[]`` clears the note's links.
+    """Make ``links`` the note's outgoing links (``update(links=...)``): its links to other
+    targets are deleted (links other notes hold to it stay: they are theirs), then ``links``
+    are written with their reciprocals (see :func:`write_links`). ``links=[]`` clears them.
 
     Returns:
         The number of directed links written.

@@ -407,7 +407,7 @@ class NoteWriter:
         Updatable: content (re-embedded), keywords, tags, context, category, importance,
         memory_type, time (the memory's own time), metadata (merged into the stored dict:
         keys given replace, other keys stay; a value of None deletes the key), links
-        (``{target_id: {type, strength, reason}}``: the note's links become exactly these,
+        (``{target_id: {type, strength, reason}}``: the note's outgoing links become these,
         written with their reciprocals by :func:`cortex_pg.evolution.links.replace_links` in
         the same transaction; ``links={}`` clears them).
 
