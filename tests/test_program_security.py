@@ -34,7 +34,7 @@ CODE_DERIVED = {
     ("store/writing.py", "table"): "loop over the literal tuple of the two note tables",
     ("store/writing.py", "quoted"): "index name read from cortex.embedding_models, quoted by the dialect",
     ("db/tenancy.py", "ident"): "psycopg.sql.Identifier of a role name checked to be alphanumeric",
-    ("migrations/versions/0011_note_tsvector_prefix.py", "expr"): "one of two module constants",
+    ("migrations/versions/0012_note_tsvector_prefix.py", "expr"): "one of two module constants",
     ("compat/calute/shelf.py", "self"): "self.table: TABLES[tier], a constant table name",
     ("compat/item_views.py", "rows"): "a SQL fragment of the shelf (constant per tier), not caller text",
     ("evolution/worker.py", "queue"): "queue.CHANNEL, a module constant",

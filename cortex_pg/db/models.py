@@ -43,7 +43,7 @@ NAMING_CONVENTION = {
 }
 
 # cortex.note_tsvector: the whole content's tsvector, or the longest prefix whose tsvector fits
-# PostgreSQL's 1 MB limit (functions/note_tsvector/v1.sql, revision 0011)
+# PostgreSQL's 1 MB limit (functions/note_tsvector/v1.sql, revision 0012)
 TSVECTOR_EXPR = "cortex.note_tsvector(content)"
 
 

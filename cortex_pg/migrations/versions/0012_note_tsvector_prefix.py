@@ -6,10 +6,11 @@ A note of up to 500,000 characters is stored whole in any script: the generated 
 limit, else the longest fitting prefix, cut at a character boundary). Every note stored before
 this revision fits, so every stored tsvector (and the BM25 statistics read from it) is
 unchanged. The column is dropped and re-added (``ALTER COLUMN ... SET EXPRESSION`` needs
-PostgreSQL 17); its GIN index and the ``bm25_update`` trigger, which reads it, are re-created.
+PostgreSQL 17); the GIN index of ``stm_notes.tsv`` (``notes.tsv`` has none since 0011) and
+the ``bm25_update`` trigger, which reads ``notes.tsv``, are re-created.
 
-Revision ID: 0011
-Revises: 0010
+Revision ID: 0012
+Revises: 0011
 Create Date: 2026-12-01 04:00:00
 """
 
@@ -21,8 +22,8 @@ from alembic import op
 
 from cortex_pg.db.migrate import read_sql
 
-revision: str = "0011"
-down_revision: str | None = "0010"
+revision: str = "0012"
+down_revision: str | None = "0011"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
@@ -44,7 +45,8 @@ def _set_expression(expr: str) -> None:
     for table in ("notes", "stm_notes"):
         op.execute(f"ALTER TABLE cortex.{table} DROP COLUMN tsv")
         op.execute(f"ALTER TABLE cortex.{table} ADD COLUMN tsv tsvector GENERATED ALWAYS AS ({expr}) STORED")
-        op.execute(f"CREATE INDEX ix_{table}_tsv ON cortex.{table} USING gin (tsv)")
+        if table == "stm_notes":
+            op.execute("CREATE INDEX ix_stm_notes_tsv ON cortex.stm_notes USING gin (tsv)")
     op.execute(BM25_UPDATE_TRIGGER)
 
 
