@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 
 class CortexPGError(Exception):
@@ -45,6 +46,20 @@ class NotFoundError(CortexPGError, KeyError):
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return self.args[0]
+
+
+class MergedNoteError(ValidationError):
+    """The note was merged into another note: it is kept for history only and cannot be
+    changed (change the note it was merged into).
+
+    Attributes:
+        note_id: the merged-away note; merged_into: the note it was merged into.
+    """
+
+    def __init__(self, note_id: str, merged_into: str) -> None:
+        self.note_id = note_id
+        self.merged_into = merged_into
+        super().__init__("id", f"note {note_id} was merged into {merged_into}; update that note instead")
 
 
 class ReadOnlyError(CortexPGError, TypeError):
@@ -102,6 +117,21 @@ class DatabaseError(CortexPGError):
         super().__init__(message)
 
 
+class DatabaseUnavailableError(DatabaseError):
+    """The database server cannot be reached, refused the connection (too many clients), went
+    away mid-operation, or every connection of the pool is in use. Nothing of the failed call
+    was committed; the next call connects afresh (connections are checked before use)."""
+
+
+# SQLSTATEs a transaction can be retried after: serialization failure, deadlock detected
+TRANSIENT_SQLSTATES = frozenset({"40001", "40P01"})
+# SQLSTATEs of a server that refuses or drops connections (class 08, too many connections,
+# shutdown / crash / cannot connect now)
+UNAVAILABLE_SQLSTATES = frozenset({"53300", "57P01", "57P02", "57P03"})
+# caller names of columns the server may name in an error
+_CALLER_FIELDS = {"created_at": "time", "tsv": "content", "content_hash": "content"}
+
+
 class ConflictError(DatabaseError):
     """A unique or exclusion constraint refused the write (SQLSTATE 23505 / 23P01)."""
 
@@ -111,21 +141,42 @@ class ServerError(CortexPGError):
 
 
 @contextmanager
-def translate_db_errors() -> Iterator[None]:
+def translate_db_errors(field: str = "input") -> Iterator[None]:
     """Translate SQLAlchemy/psycopg errors into the cortex_pg hierarchy.
 
     Keyed on the SQLSTATE the server sends (``exc.orig.sqlstate``), never on message text:
     ``23505``/``23P01`` and a foreign key into the note-id registry (an id that belongs to
     another tenant) -> :class:`ConflictError`; class ``22`` (data exceptions), ``23``
     (other integrity violations) and ``54`` (program limits, e.g. a tsvector over 1 MB) ->
-    :class:`ValidationError`; everything else -> :class:`DatabaseError`.
+    :class:`ValidationError` naming the caller's field (the column the server names, in the
+    API's words, else ``field``); a server that cannot be reached, refuses connections or goes
+    away (class ``08``, ``53300``, ``57P01``-``57P03``, or no SQLSTATE on a connection error) and
+    an exhausted pool -> :class:`DatabaseUnavailableError`, saying what to do; everything
+    else -> :class:`DatabaseError`.
     """
     try:
         yield
+    except PoolTimeoutError as exc:
+        raise DatabaseUnavailableError(
+            f"every connection of the pool is in use ({exc}); close stores, sessions or "
+            "iterators you no longer need, or open the store with a larger pool"
+        ) from exc
     except DBAPIError as exc:
         sqlstate = getattr(exc.orig, "sqlstate", None)
         diag = getattr(exc.orig, "diag", None)
         primary = getattr(diag, "message_primary", None) or str(exc.orig)
+        if (
+            sqlstate in UNAVAILABLE_SQLSTATES
+            or (sqlstate or "").startswith("08")
+            or (sqlstate is None and (isinstance(exc, OperationalError) or exc.connection_invalidated))
+        ):
+            raise DatabaseUnavailableError(
+                f"the database server is unreachable or refused the connection ({primary.strip()}); "
+                "check that it runs (the embedded one: `cortex-pg db start`) and that DATABASE_URL "
+                "is right, or, for too many clients, close stores you no longer need (stores opened "
+                "on one URL in one process share one pool); the next call reconnects",
+                sqlstate,
+            ) from exc
         if sqlstate in ("23505", "23P01"):
             raise ConflictError(primary, sqlstate) from exc
         constraint = getattr(diag, "constraint_name", None) or ""
@@ -137,6 +188,6 @@ def translate_db_errors() -> Iterator[None]:
             # the id registry refused: the note id is registered to another tenant
             raise ConflictError(f"a note id is already used by another tenant ({primary})", sqlstate) from exc
         if sqlstate and sqlstate[:2] in ("22", "23", "54"):
-            column = getattr(diag, "column_name", None) or "value"
-            raise ValidationError(column, primary) from exc
+            column = getattr(diag, "column_name", None)
+            raise ValidationError(_CALLER_FIELDS.get(column, column) if column else field, primary) from exc
         raise DatabaseError(primary, sqlstate) from exc

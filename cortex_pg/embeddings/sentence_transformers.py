@@ -54,6 +54,7 @@ class SentenceTransformerEmbedder:
                         "sentence-transformers is not installed; pip install 'cortex-pg[torch]'"
                     ) from exc
                 self._model = SentenceTransformer(self.model_path, device="cpu")
+                _limit_torch_threads()
             return self._model
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
@@ -76,3 +77,12 @@ class MiniLMTorchEmbedder(SentenceTransformerEmbedder):
         from cortex_pg.embeddings.minilm import model_dir
 
         super().__init__(str(model_dir()), name=self.MODEL_NAME, dim=384, batch_size=batch_size)
+
+
+def _limit_torch_threads() -> None:
+    """Intra-op threads of torch: :func:`cortex_pg.embeddings.base.embed_threads`."""
+    import torch
+
+    from cortex_pg.embeddings.base import embed_threads
+
+    torch.set_num_threads(embed_threads())

@@ -37,6 +37,7 @@ from sqlalchemy import text
 from cortex_pg.compat import item_views
 from cortex_pg.compat.memory_item import ITEM_FIELDS, MemoryItem, item_from_note
 from cortex_pg.compat.views import ReadOnlyDict, ReadOnlyList, SqlMapping
+from cortex_pg.db.retry import retry_transient
 from cortex_pg.entities import sql as entity_sql
 from cortex_pg.entities.extract import LlmExtract, extract
 from cortex_pg.entities.repository import EntityStore, entity_name
@@ -86,6 +87,7 @@ class EntityMemory:
         self.llm_extract = llm_extract
 
     # ------------------------------------------------------------------ calute API
+    @retry_transient
     def save(
         self,
         content: str,

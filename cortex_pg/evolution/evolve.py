@@ -105,7 +105,7 @@ def apply_decision(
                 out["dropped_ids"].append(s.ref)
                 continue
             forward.append(note_links.Link(note.id, target.id, s.type, s.strength, s.reason))
-        out["links"] = note_links.write_links(conn, user_id, forward)
+        out["links"] = note_links.write_links(conn, user_id, forward, repoint_merged=True)
     if "update_neighbor" in decision.actions:
         for i, n in enumerate(hood):
             tags = decision.new_tags_neighborhood[i] if i < len(decision.new_tags_neighborhood) else n.tags

@@ -55,9 +55,20 @@ ON CONFLICT (user_id, source_id, target_id) DO UPDATE
 SET type = EXCLUDED.type, strength = EXCLUDED.strength, reason = EXCLUDED.reason, created_at = now()
 """
 
+# FOR SHARE: a merge (which locks both notes FOR NO KEY UPDATE) waits for this transaction,
+# or, when it committed first, the merged state is what is read here ("re-check under lock")
 NOTE_STATE = """
 SELECT id, session_id, merged_into FROM cortex.notes
 WHERE user_id = :user_id AND id = ANY(CAST(:ids AS uuid[]))
+ORDER BY id
+FOR SHARE
+"""
+
+# update(links=...): the note's outgoing links are exactly the given ones (as Prem Cortex's
+# ``note.links = ...``); links other notes hold to it are theirs and stay
+DROP_OTHER_LINKS = """
+DELETE FROM cortex.note_links l
+WHERE l.user_id = :user_id AND l.source_id = :id AND NOT l.target_id = ANY(CAST(:keep AS uuid[]))
 """
 
 OUTGOING = """
@@ -137,19 +148,80 @@ def parse_links(source: uuid.UUID, links: Mapping[Any, Any], field: str = "links
 
 
 def write_links(
-    conn: Connection, user_id: str, links: Sequence[Link], *, with_reciprocals: bool = True
+    conn: Connection,
+    user_id: str,
+    links: Sequence[Link],
+    *,
+    with_reciprocals: bool = True,
+    repoint_merged: bool = False,
 ) -> int:
     """Upsert ``links`` (and their reciprocals) in the caller's transaction.
 
-    Self links are skipped. Every end must be a current note of ``user_id``.
+    Self links are skipped. Every end must be a current note of ``user_id``; the ends are
+    locked (``FOR SHARE``) before they are checked, so a merge running meanwhile either waits
+    for this transaction (and then moves the links it wrote) or is seen here as done.
+
+    Args:
+        repoint_merged: an end that was merged into another note is replaced by the note it
+            was merged into (the evolution worker: a neighbour merged away by a concurrent
+            job); else it is refused.
 
     Returns:
         The number of directed links written (forward + reciprocal).
 
     Raises:
         NotFoundError: an end is not a note of ``user_id``.
-        ValidationError: an end was merged into another note (link to that one instead).
+        ValidationError: an end was merged into another note (link to that one instead) and
+            ``repoint_merged`` is off.
     """
+    for _ in range(16):  # merge chains are short; each round follows one step
+        rows = _with_reciprocals(links, with_reciprocals)
+        if not rows:
+            return 0
+        ends = {end for pair in rows for end in pair}
+        state = {
+            r.id: r
+            for r in conn.execute(text(NOTE_STATE), {"user_id": user_id, "ids": [str(i) for i in ends]})
+        }
+        merged: dict[uuid.UUID, uuid.UUID] = {}
+        for end in sorted(ends, key=str):
+            if end not in state:
+                raise NotFoundError("note", str(end))
+            if state[end].merged_into is not None:
+                if not repoint_merged:
+                    raise ValidationError(
+                        "links", f"note {end} was merged into {state[end].merged_into}; link to that note"
+                    )
+                merged[end] = state[end].merged_into
+        if not merged:
+            break
+        links = [
+            Link(merged.get(k.source, k.source), merged.get(k.target, k.target), k.type, k.strength, k.reason)
+            for k in links
+        ]
+    else:
+        raise ValidationError("links", "a chain of merged notes is too long to follow")
+    payload = json.dumps([rows[k].row() for k in sorted(rows, key=lambda k: (str(k[0]), str(k[1])))])
+    conn.execute(text(UPSERT), {"user_id": user_id, "rows": payload})
+    return len(rows)
+
+
+def replace_links(conn: Connection, user_id: str, note_id: uuid.UUID, links: Sequence[Link]) -> int:
+    """Make ``links`` the note's outgoing links (``update(links=...)``): its links to other
+    targets are deleted (links other notes hold to it stay: they are theirs), then ``links``
+    are written with their reciprocals (see :func:`write_links`). ``links=[]`` clears them.
+
+    Returns:
+        The number of directed links written.
+    """
+    keep = [str(k.target) for k in links]
+    conn.execute(text(DROP_OTHER_LINKS), {"user_id": user_id, "id": note_id, "keep": keep})
+    return write_links(conn, user_id, links)
+
+
+def _with_reciprocals(
+    links: Sequence[Link], with_reciprocals: bool
+) -> dict[tuple[uuid.UUID, uuid.UUID], Link]:
     rows: dict[tuple[uuid.UUID, uuid.UUID], Link] = {}
     for link in links:
         if link.source == link.target:
@@ -158,22 +230,7 @@ def write_links(
         if with_reciprocals:
             back = reciprocal(link)
             rows.setdefault((back.source, back.target), back)
-    if not rows:
-        return 0
-    ends = {end for pair in rows for end in pair}
-    state = {
-        r.id: r for r in conn.execute(text(NOTE_STATE), {"user_id": user_id, "ids": [str(i) for i in ends]})
-    }
-    for end in sorted(ends, key=str):
-        if end not in state:
-            raise NotFoundError("note", str(end))
-        if state[end].merged_into is not None:
-            raise ValidationError(
-                "links", f"note {end} was merged into {state[end].merged_into}; link to that note"
-            )
-    payload = json.dumps([rows[k].row() for k in sorted(rows, key=lambda k: (str(k[0]), str(k[1])))])
-    conn.execute(text(UPSERT), {"user_id": user_id, "rows": payload})
-    return len(rows)
+    return rows
 
 
 def outgoing(conn: Connection, user_id: str, note_id: uuid.UUID) -> dict[str, dict[str, Any]]:

@@ -191,7 +191,7 @@ def merge_in(
         "created_at": max(src["created_at"], dst["created_at"]),
         "access_count": max(int(src["access_count"]), int(dst["access_count"])),
     }
-    vector = embedder.embed([content])[0] if content != dst["content"] else None
+    vector = embedder.embed([validation.embedding_text(content)])[0] if content != dst["content"] else None
     conn.execute(text("SELECT set_config('cortex.change_reason', 'merge', true)"))
     # the source first: it leaves the unique content-hash indexes before the target may take its text
     conn.execute(text(MARK_SOURCE), {**values, "entry": json.dumps([source_entry])})

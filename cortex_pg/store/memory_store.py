@@ -10,13 +10,14 @@ transaction, and filters every statement on ``user_id``. Database errors leave t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from sqlalchemy import Engine, text
 
 from cortex_pg.config import Settings
 from cortex_pg.db import migrate, tenancy
-from cortex_pg.db.engine import create_engine_for, resolve_url
+from cortex_pg.db.engine import acquire_engine, create_engine_for, release_engine, resolve_url
 from cortex_pg.embeddings.base import Embedder, embedder_from_name
 from cortex_pg.errors import (
     EmbeddingDimensionError,
@@ -85,6 +86,8 @@ class MemoryStore(NoteWriter, NoteReader, NoteSearch):
         self.enqueue_evolution = enqueue_evolution
         self.extract_entities = extract_entities
         self.isolation = "none"
+        # how close() gives the engine back: dispose it, or release it when open() shares it
+        self._release: Callable[[Engine], None] | None = _dispose
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
@@ -141,13 +144,15 @@ class MemoryStore(NoteWriter, NoteReader, NoteSearch):
         """
         settings = settings or Settings()
         external = bool(url or settings.database_url)
+        if isolation not in ("none", "rls"):
+            raise ValidationError("isolation", f"must be 'none' or 'rls', got {isolation!r}")
         resolved = resolve_url(url, path=path, settings=settings)
-        engine = create_engine_for(resolved)
+        # stores on one URL share one engine (one pool) per process; an RLS store installs
+        # per-connection hooks (SET ROLE, the tenant per transaction), so it gets its own below
+        engine = acquire_engine(resolved)
+        release = release_engine
         if auto_migrate is None:
             auto_migrate = not external
-        if isolation not in ("none", "rls"):
-            engine.dispose()
-            raise ValidationError("isolation", f"must be 'none' or 'rls', got {isolation!r}")
         try:
             ensure_schema(engine, auto_migrate=auto_migrate)
             if embedder is None:
@@ -167,13 +172,15 @@ class MemoryStore(NoteWriter, NoteReader, NoteSearch):
             if isolation == "rls":
                 with translate_db_errors(), engine.begin() as conn:
                     tenancy.ensure_app_role(conn, app_role)
-                engine.dispose()
+                release_engine(engine)
+                release = _dispose
                 store.engine = engine = create_engine_for(resolved)
                 tenancy.install(engine, app_role)
                 store.isolation = "rls"
         except BaseException:
-            engine.dispose()
+            release(engine)
             raise
+        store._release = release
         return store
 
     def require_owner(self, user: str) -> None:
@@ -189,8 +196,12 @@ class MemoryStore(NoteWriter, NoteReader, NoteSearch):
             )
 
     def close(self) -> None:
-        """Release the connection pool (the embedded server keeps running for other processes)."""
-        self.engine.dispose()
+        """Give back the connection pool: a pool shared with other stores of this process on the
+        same URL is disposed when the last of them closes; a second close does nothing. (The
+        embedded server keeps running for other processes.)"""
+        release, self._release = self._release, None
+        if release is not None:
+            release(self.engine)
 
     def __enter__(self) -> MemoryStore:
         return self
@@ -223,6 +234,10 @@ class MemoryStore(NoteWriter, NoteReader, NoteSearch):
                         f"{active.model!r} or re-embed the notes first"
                     )
             conn.execute(text("SELECT cortex.register_embedding_model(:m, :d, true)"), {"m": name, "d": dim})
+
+
+def _dispose(engine: Engine) -> None:
+    engine.dispose()
 
 
 def ensure_schema(engine: Engine, *, auto_migrate: bool) -> None:

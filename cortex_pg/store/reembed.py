@@ -19,10 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from psycopg import sql as psql
 from sqlalchemy import Engine, text
 
 from cortex_pg.embeddings.base import Embedder
 from cortex_pg.errors import EmbeddingDimensionError, ValidationError, translate_db_errors
+from cortex_pg.store import validation
 from cortex_pg.store.writing import write_context_embeddings
 
 MISSING = """
@@ -78,7 +80,11 @@ def prepare(engine: Engine, embedder: Embedder) -> str:
         ).scalar()
     with translate_db_errors(), engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         if valid is False:  # a concurrent build that was interrupted leaves an invalid index
-            conn.execute(text(f'DROP INDEX CONCURRENTLY IF EXISTS cortex."{index}"'))
+            conn.exec_driver_sql(
+                psql.SQL("DROP INDEX CONCURRENTLY IF EXISTS cortex.{}")
+                .format(psql.Identifier(index))
+                .as_string(None)
+            )
         ddl = conn.execute(
             text("SELECT cortex.embedding_index_ddl(:m, :d, true)"), {"m": name, "d": dim}
         ).scalar_one()
@@ -107,7 +113,7 @@ def backfill(
             rows = conn.execute(text(MISSING), {"m": embedder.name, "b": batch_size}).all()
             if not rows:
                 return total
-            vectors = embedder.embed([r.content for r in rows])
+            vectors = embedder.embed([validation.embedding_text(r.content) for r in rows])
             payload = [
                 {"user_id": r.user_id, "id": str(r.id), "session_id": r.session_id, "embedding": _literal(v)}
                 for r, v in zip(rows, vectors, strict=True)
@@ -147,7 +153,7 @@ def activate(engine: Engine, embedder: Embedder) -> dict[str, int]:
             rows = conn.execute(text(MISSING), {"m": embedder.name, "b": 512}).all()
             if not rows:
                 break
-            vectors = embedder.embed([r.content for r in rows])
+            vectors = embedder.embed([validation.embedding_text(r.content) for r in rows])
             conn.execute(
                 text(UPSERT),
                 {
@@ -174,7 +180,7 @@ def activate(engine: Engine, embedder: Embedder) -> dict[str, int]:
             {"m": embedder.name},
         ).all()
         if stm:
-            vectors = embedder.embed([r.content for r in stm])
+            vectors = embedder.embed([validation.embedding_text(r.content) for r in stm])
             conn.execute(
                 text(
                     "UPDATE cortex.stm_notes s SET embedding = CAST(r.embedding AS vector), model = :m "
@@ -218,7 +224,11 @@ def drop_model(engine: Engine, model: str) -> int:
         n = conn.execute(text("DELETE FROM cortex.embeddings WHERE model = :m"), {"m": model}).rowcount
         conn.execute(text("DELETE FROM cortex.embedding_models WHERE model = :m"), {"m": model})
     with translate_db_errors(), engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.execute(text(f'DROP INDEX CONCURRENTLY IF EXISTS cortex."{row.index_name}"'))
+        conn.exec_driver_sql(
+            psql.SQL("DROP INDEX CONCURRENTLY IF EXISTS cortex.{}")
+            .format(psql.Identifier(row.index_name))
+            .as_string(None)
+        )
     return n
 
 

@@ -88,6 +88,11 @@ USING (
 WHERE s.user_id = evicted.user_id AND s.id = evicted.id
 """
 
+# update(): lock the LTM row and re-read merged_into (a merge locks it FOR NO KEY UPDATE too)
+LOCK_NOTE_FOR_UPDATE = """
+SELECT merged_into FROM cortex.notes WHERE user_id = :user_id AND id = :id FOR NO KEY UPDATE
+"""
+
 GET_NOTE = f"""
 SELECT {NOTE_COLUMNS}, 'ltm' AS memory_tier, merged_into, evolution_history
 FROM cortex.notes WHERE id = :id AND (CAST(:user_id AS text) IS NULL OR user_id = :user_id)

@@ -16,12 +16,14 @@ from typing import Any
 from sqlalchemy import Connection, text
 
 from cortex_pg.db import tenancy
+from cortex_pg.db.retry import retry_transient
 from cortex_pg.embeddings.base import Embedder
 from cortex_pg.errors import (
     ConflictError,
     EmbeddingDimensionError,
     EmbeddingModelError,
     ImmutableFieldError,
+    MergedNoteError,
     ValidationError,
     translate_db_errors,
 )
@@ -39,6 +41,7 @@ class NoteWriter:
     store's ``engine``, ``embedder``, ``stm_capacity``, ``enqueue_evolution``,
     ``extract_entities`` and ``isolation``)."""
 
+    @retry_transient
     @tenant_scoped
     def add(
         self,
@@ -108,6 +111,7 @@ class NoteWriter:
             return self._store_stm_only(note, stm_capacity)
         return self._store([note], to_stm=to_stm, enqueue=enqueue_evolution, stm_capacity=stm_capacity)[0]
 
+    @retry_transient
     def add_many(
         self,
         items: Iterable[Mapping[str, Any]],
@@ -263,7 +267,7 @@ class NoteWriter:
                 return by_tier["stm"]
             if "ltm" in by_tier:
                 note = _with_id(note, uuid.UUID(by_tier["ltm"]))
-            vectors = self.embedder.embed([note.content])
+            vectors = self.embedder.embed([validation.embedding_text(note.content)])
             self._check_vectors(vectors, 1)
             row = dict(note.row(), embedding=vector_literal(vectors[0]))
             conn.execute(text(sql.INSERT_STM), {"rows": json.dumps([row]), "model": self.embedder.name})
@@ -306,7 +310,7 @@ class NoteWriter:
         if not fresh:
             return ids
         self._check_ids_free(conn, [n for n in fresh if n.explicit_id])
-        vectors = self.embedder.embed([n.content for n in fresh])
+        vectors = self.embedder.embed([validation.embedding_text(n.content) for n in fresh])
         self._check_vectors(vectors, len(fresh))
         rows = [dict(n.row(), embedding=vector_literal(v)) for n, v in zip(fresh, vectors, strict=True)]
         inserted = {
@@ -404,6 +408,7 @@ class NoteWriter:
                     "the embedder returned a vector of another size",
                 )
 
+    @retry_transient
     @tenant_scoped
     def update(self, id: str | uuid.UUID, *, user_id: str | None = None, **fields: Any) -> Note:
         """Change fields of a note (both tiers); returns the updated note.
@@ -411,8 +416,9 @@ class NoteWriter:
         Updatable: content (re-embedded), keywords, tags, context, category, importance,
         memory_type, time (the memory's own time), metadata (merged into the stored dict:
         keys given replace, other keys stay; a value of None deletes the key), links
-        (``{target_id: {type, strength, reason}}``, written with their reciprocals by
-        :func:`cortex_pg.evolution.links.write_links`, in the same transaction).
+        (``{target_id: {type, strength, reason}}``: the note's outgoing links become these,
+        written with their reciprocals by :func:`cortex_pg.evolution.links.replace_links` in
+        the same transaction; ``links={}`` clears them).
 
         Args:
             id: the note id.
@@ -421,6 +427,8 @@ class NoteWriter:
         Raises:
             ImmutableFieldError: ``session_id`` (or ``user_id`` in ``fields``) differs from the stored value.
             ValidationError: unknown field or bad value. NotFoundError: no such note.
+            MergedNoteError: the note was merged into another one (update that one); checked
+                under the row lock, so a merge running meanwhile is seen.
         """
         nid = validation.note_id(id)
         uid = validation.optional_scope_id(user_id, "user_id")
@@ -456,12 +464,14 @@ class NoteWriter:
                 raise ValidationError("time", "must not be None")
         meta_patch = validation.metadata(fields.get("metadata")) if "metadata" in fields else None
         current = self.get(nid, user_id=uid)
+        if current.merged_into is not None:
+            raise MergedNoteError(str(nid), current.merged_into)
         if given_session is not None and given_session != current.session_id:
             raise ImmutableFieldError("session_id", "cannot be changed after a note is stored")
         uid = current.user_id
         vector = None
         if "content" in sets and sets["content"] != current.content:
-            vector = self.embedder.embed([sets["content"]])
+            vector = self.embedder.embed([validation.embedding_text(sets["content"])])
             self._check_vectors(vector, 1)
         assignments = [f"{col} = :{col}" for col in sets]
         params: dict[str, Any] = {**sets, "id": nid, "user_id": uid}
@@ -473,16 +483,19 @@ class NoteWriter:
             )
             params["meta_patch"] = json.dumps(keep)
             params["meta_drop"] = drop
-        if assignments or new_links:
+        if assignments or new_links is not None:
             assignments.append("updated_at = now()")
             set_sql = ", ".join(assignments)
             with translate_db_errors(), self.engine.begin() as conn:
+                merged = conn.execute(text(sql.LOCK_NOTE_FOR_UPDATE), {"id": nid, "user_id": uid}).scalar()
+                if merged is not None:
+                    raise MergedNoteError(str(nid), str(merged))
                 for table in ("cortex.notes", "cortex.stm_notes"):
                     conn.execute(
                         text(f"UPDATE {table} SET {set_sql} WHERE user_id = :user_id AND id = :id"), params
                     )
-                if new_links:
-                    note_links.write_links(conn, uid, new_links)
+                if new_links is not None:
+                    note_links.replace_links(conn, uid, nid, new_links)
                 if vector is not None:
                     lit = vector_literal(vector[0])
                     conn.execute(
@@ -503,6 +516,7 @@ class NoteWriter:
                     self._write_context_embeddings(conn, [uid], [str(nid)])
         return self.get(nid, user_id=uid)
 
+    @retry_transient
     @tenant_scoped
     def delete(self, id: str | uuid.UUID, *, user_id: str | None = None, memory_source: str = "all") -> bool:
         """Delete a note from both tiers, or one (``memory_source`` ``ltm`` / ``stm``); its
@@ -541,6 +555,7 @@ class NoteWriter:
                 self._write_context_embeddings(conn, [after.user_id], [str(after.id)])
         return n > 0
 
+    @retry_transient
     @tenant_scoped
     def delete_where(
         self, *, user_id: str | None = None, session_id: str | None = None, memory_source: str = "all"
@@ -553,7 +568,9 @@ class NoteWriter:
             memory_source: ``all``, ``ltm`` or ``stm``.
 
         Returns:
-            The number of distinct notes removed (a note in both tiers counts once).
+            The number of distinct current notes removed (a note in both tiers counts once;
+            notes merged into another one are removed too but not counted: they were no
+            longer notes of their own).
         """
         uid = validation.scope_id(user_id, "user_id")
         sid = validation.optional_scope_id(session_id, "session_id")
@@ -562,10 +579,11 @@ class NoteWriter:
             return conn.execute(
                 text(
                     "WITH l AS (DELETE FROM cortex.notes WHERE :src IN ('all','ltm') AND user_id = :u "
-                    "  AND (CAST(:s AS text) IS NULL OR session_id = :s) RETURNING id), "
+                    "  AND (CAST(:s AS text) IS NULL OR session_id = :s) RETURNING id, merged_into), "
                     "st AS (DELETE FROM cortex.stm_notes WHERE :src IN ('all','stm') AND user_id = :u "
                     "  AND (CAST(:s AS text) IS NULL OR session_id = :s) RETURNING id) "
-                    "SELECT count(*) FROM (SELECT id FROM l UNION SELECT id FROM st) x"
+                    "SELECT count(*) FROM (SELECT id FROM l WHERE merged_into IS NULL "
+                    "UNION SELECT id FROM st) x"
                 ),
                 {"u": uid, "s": sid, "src": source},
             ).scalar_one()

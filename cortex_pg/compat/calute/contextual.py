@@ -36,6 +36,7 @@ from cortex_pg.compat.calute.long_term import LongTermMemory
 from cortex_pg.compat.calute.short_term import ShortTermMemory
 from cortex_pg.compat.item_views import item_statistics
 from cortex_pg.compat.memory_item import MemoryItem, item_from_note
+from cortex_pg.db.retry import retry_transient
 from cortex_pg.errors import ValidationError, translate_db_errors
 from cortex_pg.store import MemoryStore
 from cortex_pg.store.memory_store import facade_store, validation
@@ -111,6 +112,7 @@ class ContextualMemory:
         self.stack_scope = validation.scope_id(stack_scope or self.short_term.shelf.session_id, "stack_scope")
 
     # ------------------------------------------------------------------ context stack
+    @retry_transient
     def push_context(self, context_type: str, context_data: Mapping[str, Any] | None = None) -> None:
         """Push a frame ``{type, data, timestamp}`` on the stack (visible to every process).
 
@@ -122,6 +124,7 @@ class ContextualMemory:
         data = validation.metadata(context_data, "context_data")
         self._stack(sql.CONTEXT_PUSH, type=context_type, data=json.dumps(data))
 
+    @retry_transient
     def pop_context(self) -> dict[str, Any] | None:
         """Remove and return the top frame (``type``, ``data``, ``timestamp`` aware UTC), or None."""
         rows = self._stack(sql.CONTEXT_POP)

@@ -1,0 +1,56 @@
+"""Retrying a transaction that lost a serialization conflict or a deadlock.
+
+PostgreSQL aborts one of two transactions that wait on each other (SQLSTATE ``40P01``) or
+that cannot be serialized (``40001``); the aborted one left nothing behind, so running it
+again is safe. :func:`retry_transient` wraps a public method whose call is one or more
+complete transactions (it opens and commits its own) and runs it again, up to
+:data:`ATTEMPTS` times, with exponential backoff and jitter. Nested wrapped calls retry only
+at the outermost level (an inner transaction may be part of the outer one).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from contextvars import ContextVar
+from functools import wraps
+from typing import Any, TypeVar
+
+from cortex_pg.errors import TRANSIENT_SQLSTATES, DatabaseError
+
+ATTEMPTS = 8
+BASE_DELAY = 0.01  # seconds; attempt k waits BASE_DELAY * 2**k * uniform(0.5, 1.5), at most MAX_DELAY
+MAX_DELAY = 1.0
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_active: ContextVar[bool] = ContextVar("cortex_pg_retry_active", default=False)
+
+
+def retry_transient(fn: F) -> F:
+    """Run ``fn`` again when it raised a :class:`DatabaseError` with a transient SQLSTATE.
+
+    Raises:
+        DatabaseError: the last attempt's error (after :data:`ATTEMPTS` attempts), or any
+            non-transient error at once.
+    """
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if _active.get():
+            return fn(*args, **kwargs)
+        token = _active.set(True)
+        try:
+            for attempt in range(ATTEMPTS):
+                try:
+                    return fn(*args, **kwargs)
+                except DatabaseError as exc:
+                    if exc.sqlstate not in TRANSIENT_SQLSTATES or attempt == ATTEMPTS - 1:
+                        raise
+                    time.sleep(min(MAX_DELAY, BASE_DELAY * 2**attempt * random.uniform(0.5, 1.5)))
+            raise AssertionError("unreachable")  # pragma: no cover
+        finally:
+            _active.reset(token)
+
+    return wrapper  # type: ignore[return-value]

@@ -1,0 +1,127 @@
+"""Content up to the documented cap (500,000 characters) in any script is stored whole and
+searchable; errors name the caller's fields."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from sqlalchemy import text
+
+from cortex_pg import ValidationError
+from cortex_pg.store import validation
+
+CYRILLIC = "абвгдежзиклмнопрстуфхцчшэюя"
+CJK = "".join(chr(c) for c in range(0x4E00, 0x4E00 + 400))
+
+
+def _distinct_words(alphabet: str, length: int, first: str) -> str:
+    """``first`` then distinct words of ``alphabet`` (every word a new lexeme), ``length`` characters."""
+    words = ("".join(p) for n in itertools.count(3) for p in itertools.product(alphabet, repeat=n))
+    out, size = [first], len(first)
+    for w in words:
+        out.append(w)
+        size += len(w) + 1
+        if size >= length:
+            break
+    return " ".join(out)[:length]
+
+
+def test_docs_and_code_agree_on_the_cap():
+    assert validation.MAX_CONTENT_LENGTH == 500_000
+    assert "500,000 characters" in validation.__doc__
+    assert "1,000,000" not in validation.__doc__
+
+
+@pytest.mark.parametrize(
+    ("alphabet", "marker"),
+    [(CYRILLIC, "жемчужина"), (CJK, "北京大学"), ("abcdefghijklmnopqrstuvwxyz", "pearlmarker")],
+    ids=["cyrillic", "cjk", "latin"],
+)
+def test_content_up_to_the_cap_is_stored_whole_and_searchable(store, alphabet, marker):
+    content = _distinct_words(alphabet, 495_000, marker)
+    assert len(content) == 495_000
+    nid = store.add(content, user_id="big", to_stm=False)
+    assert store.get(nid, user_id="big").content == content  # stored whole
+    with store.engine.connect() as conn:
+        hit = conn.execute(
+            text(
+                "SELECT tsv @@ plainto_tsquery('english', :q), length(tsv) > 0 "
+                "FROM cortex.notes WHERE user_id = 'big' AND id = :id"
+            ),
+            {"q": marker, "id": nid},
+        ).one()
+    assert hit == (True, True)  # the beginning is full-text indexed
+    assert store.search(marker, user_id="big", limit=1)[0].note.id == nid
+
+
+def test_a_tsvector_that_does_not_fit_indexes_a_prefix(store):
+    """Over 1 MB of tsvector: the indexed text is a prefix, so a word near the end is not
+    matched by full text (documented), while the note itself is whole."""
+    content = _distinct_words(CYRILLIC, 499_000, "начало") + " конецтекста"
+    nid = store.add(content, user_id="p", to_stm=False)
+    with store.engine.connect() as conn:
+        start, end, whole = conn.execute(
+            text(
+                "SELECT tsv @@ plainto_tsquery('english', 'начало'), "
+                "tsv @@ plainto_tsquery('english', 'конецтекста'), content = :c "
+                "FROM cortex.notes WHERE user_id = 'p' AND id = :id"
+            ),
+            {"id": nid, "c": content},
+        ).one()
+    assert (start, end, whole) == (True, False, True)
+
+
+def test_update_to_long_cyrillic_content_works(store):
+    nid = store.add("short note", user_id="u")
+    long = _distinct_words(CYRILLIC, 495_000, "обновление")
+    assert store.update(nid, user_id="u", content=long).content == long
+    with store.engine.connect() as conn:
+        tiers = conn.execute(
+            text(
+                "SELECT (SELECT content FROM cortex.notes WHERE id = :id), "
+                "(SELECT content FROM cortex.stm_notes WHERE id = :id)"
+            ),
+            {"id": nid},
+        ).one()
+    assert tiers == (long, long)
+
+
+def test_over_the_cap_names_content(store):
+    with pytest.raises(ValidationError) as info:
+        store.add("я" * 500_001, user_id="u")
+    assert info.value.field == "content"
+    with pytest.raises(ValidationError) as info:
+        store.add_many([{"content": "ok"}, {"content": "я" * 500_001}], user_id="u")
+    assert info.value.field == "items[1].content"
+
+
+def test_the_embedding_reads_its_window(store):
+    head = "x" * validation.EMBEDDING_WINDOW
+    a = store.add(head + " tail one", user_id="w", to_stm=False)
+    b = store.add(head + " tail two", user_id="w", to_stm=False)
+    with store.engine.connect() as conn:
+        same = conn.execute(
+            text(
+                "SELECT (SELECT embedding FROM cortex.embeddings WHERE note_id = :a) = "
+                "(SELECT embedding FROM cortex.embeddings WHERE note_id = :b)"
+            ),
+            {"a": a, "b": b},
+        ).scalar()
+    assert same
+
+
+def test_server_errors_name_the_callers_field(store):
+    from cortex_pg.errors import translate_db_errors
+
+    with pytest.raises(ValidationError) as info, translate_db_errors("content"), store.engine.begin() as conn:
+        conn.execute(text("SELECT 1 / 0"))  # 22012, no column named
+    assert info.value.field == "content"
+    with pytest.raises(ValidationError) as info, translate_db_errors(), store.engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO cortex.notes (id, user_id, content, created_at) "
+                "VALUES (gen_random_uuid(), 'u', 'x', NULL)"
+            )
+        )  # 23502 on created_at
+    assert info.value.field == "time"  # the API's name, not the column's
