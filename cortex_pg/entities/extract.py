@@ -10,7 +10,10 @@ Entities (offline, improving on calute's ``EntityMemory._extract_entities``):
       not start an entity either ("Meet Bob" gives Bob); a single capitalised word at the start
       of a sentence that is a common English word (:data:`COMMON_WORDS`: "Plan", "Meeting",
       "Status", ...) is not an entity. Words that are also common first names or product
-      names ("Grace", "Frank", "Python") are in neither list;
+      names ("Grace", "Frank", "Python") are in neither list. Chat words ("Wow", "Sounds",
+      "Glad", "Totally") are common words, and so is a sentence-initial "-ing" word alone
+      ("Painting helps me", "Speaking of which"; the cost: "Beijing" or "Irving" opening a
+      sentence is lost there, not elsewhere); "Glad I" at the start gives nothing;
     * names with an apostrophe after one capital: "O'Brien", "D'Angelo", "L'Oréal";
     * a word repeated back to back ends a name ("Meet Bob Bob works" gives Bob);
     * acronyms and CamelCase names: "IBM", "OpenAI", "GitHub", "iPhone", "GPT-4";
@@ -159,13 +162,18 @@ COMMON_WORDS = LEAD_WORDS | _words(
     Another Such Same Old Big Small Important Interesting Welcome Right Wrong True False Great
     Overview Conclusion Reminder Todo Important Urgent Follow-up Draft Update Updates Progress
     Went Got Made Said Told Asked Called Met Came Left Found Thought Felt Seemed Spent Tried
+    Wow Cool Awesome Sounds Glad Congrats Congratulations Aww Aw Omg Haha Lol Hmm Gonna Wanna
+    Enough Totally Definitely Absolutely Exactly Honestly Seriously Luckily Thankfully Sadly
+    Personally Especially Literally Probably Certainly Surely Totally Way Yep Yup Nope Bye
+    Cheers Lovely Amazing Beautiful Wonderful Fantastic Sweet Cute Agreed Started Love
     """
 )
 
 MONTHS_AND_DAYS = _words(
     """
     January February March April May June July August September October November December
-    Monday Tuesday Wednesday Thursday Friday Saturday Sunday
+    Monday Tuesday Wednesday Thursday Friday Saturday Sunday Mon Tue Tues Wed Thu Thur Thurs
+    Fri Sat
     """
 )
 
@@ -195,6 +203,8 @@ _POSSESSIVE = r"(?:['’]s\b|(?<=s)['’](?!\w))?"
 _RUN = re.compile(rf"(?<![\w'’])({_TOKEN}(?:[ \t]+(?:&[ \t]+)?{_TOKEN})*){_POSSESSIVE}(?![\w])")
 _QUOTED = re.compile(r"\"([^\"\n]{2,60})\"|“([^”\n]{2,60})”")
 _SENTENCE_END = re.compile(r"(?:^|[.!?][\"'”’)\]]*\s+|\n\s*|[:;]\s+[\"“]?|^[\"“])$")
+# A sentence-initial "-ing" word alone ("Painting helps me", "Speaking of which") is not a name.
+_GERUND = re.compile(r"[A-Z][a-z]{3,}ing")
 _TITLE_BEFORE = re.compile(rf"(?:{'|'.join(TITLES)})\.?\s+$")
 
 
@@ -306,7 +316,9 @@ def extract_mentions(text: str) -> list[Mention]:
 def _run_entity(text: str, tokens: list[tuple[int, str]]) -> tuple[int, str, str] | None:
     """The (offset, name, kind) of one capitalised run's ``(offset, token)`` pairs, or None."""
     at_start = _sentence_starts(text, tokens[0][0])
-    if at_start and len(tokens) == 1 and tokens[0][1] in COMMON_WORDS:
+    if at_start and len(tokens) == 2 and tokens[1][1] == "I":  # "Glad I could help"
+        tokens = tokens[:1]
+    if at_start and len(tokens) == 1 and (tokens[0][1] in COMMON_WORDS or _GERUND.fullmatch(tokens[0][1])):
         return None
     if (
         at_start

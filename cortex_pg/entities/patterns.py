@@ -382,10 +382,15 @@ PATTERNS: tuple[Pattern, ...] = (
     ),
     Pattern(
         "likes",
-        _active(r"likes?|loves?|enjoys?"),
+        _active(
+            r"(?:likes?|loves?|enjoys?|liked|loved|enjoyed)(?:\s+(?:reading|watching|playing|visiting|listening\s+to))?"
+        ),
         "likes",
         source_kind="person",
-        examples=(("Frank likes Python.", (("Frank", "likes", "Python"),)),),
+        examples=(
+            ("Frank likes Python.", (("Frank", "likes", "Python"),)),
+            ('Caroline: I loved reading "Becoming Nicole".', (("Caroline", "likes", "Becoming Nicole"),)),
+        ),
     ),
     Pattern(
         "is liked by",
@@ -483,6 +488,8 @@ NEGATIVE_EXAMPLES: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
         "Alice knows Bob and Carol works at Acme Corp.",
         (("Alice", "knows", "Carol"), ("Bob", "works_at", "Acme Corp")),
     ),
+    # "my job at" says nothing current ("I lost my job at Door Dash")
+    ("Jon: I lost my job at Door Dash.", (("Jon", "works_at", "Door Dash"),)),
     ("Alice's house in Paris is small.", (("Paris", "house_in_of", "Alice"), ("Paris", "house_of", "Alice"))),
     # a possessive names a role noun, and its right side is a name, not a pronoun
     ("Gina: I had tough times with my business, Jon.", (("Jon", "business_of", "Gina"),)),
