@@ -35,6 +35,14 @@ from cortex_pg.entities.patterns import NEGATIVE_EXAMPLES, PATTERNS, SHAPE_EXAMP
             ["Brien", "Angelo", "O"],
         ),
         ("O'Brien's car is red. I'm sure I'll go.", ["O'Brien"], ["O'Brien's", "I'm", "I'll"]),
+        # chat words, sentence-initial -ing words and contractions
+        (
+            "Wow John, great! Yeah Maria. Taking care of Max.",
+            ["John", "Maria", "Max"],
+            ["Wow John", "Taking"],
+        ),
+        ("Don't worry, Bob. Being there helps.", ["Bob"], ["Don", "Being"]),
+        ("Glad I could help, Jon! See you Fri.", ["Jon"], ["Glad", "Glad I", "Fri"]),
     ],
 )
 def test_entity_table(sentence, present, absent):

@@ -10,12 +10,13 @@ Entities (offline, improving on calute's ``EntityMemory._extract_entities``):
       not start an entity either ("Meet Bob" gives Bob); a single capitalised word at the start
       of a sentence that is a common English word (:data:`COMMON_WORDS`: "Plan", "Meeting",
       "Status", ...) is not an entity. Words that are also common first names or product
-      names ("Grace", "Frank", "Python") are in neither list. Chat words ("Wow", "Sounds",
-      "Glad", "Totally") are common words, and so is a sentence-initial "-ing" word alone
+      names ("Grace", "Frank", "Python") are in neither list. Chat words ("Wow", "Yeah",
+      "Sounds") start no entity ("Wow John" gives John), and a sentence-initial "-ing" word alone
       ("Painting helps me", "Speaking of which"; the cost: "Beijing" or "Irving" opening a
       sentence is lost there, not elsewhere); "Glad I" at the start gives nothing;
     * names with an apostrophe after one capital: "O'Brien", "D'Angelo", "L'Oréal";
     * a word repeated back to back ends a name ("Meet Bob Bob works" gives Bob);
+    * a word before a contraction other than 's is not a name ("Don't", "It'll");
     * acronyms and CamelCase names: "IBM", "OpenAI", "GitHub", "iPhone", "GPT-4";
     * quoted strings ("..." and curly quotes), 2-60 characters, as concepts;
     * possessives stripped ("Alice's" and "Acme Corp's" give Alice and Acme Corp);
@@ -130,6 +131,8 @@ STOP_WORDS = _words(
     Been Can Could Would Should Will Shall May Might Must Have Has Had Today Yesterday
     Tomorrow Tonight Now Last Next First Once Just Only Even Well Oh Ok Okay Sure Actually
     Remember Note Analyze Analyse Check Create Make Use Add Find Get Tell Show Write Read
+    Wow Yeah Yea Yep Yup Nope Aww Aw Omg Haha Lol Hmm Cool Awesome Glad Congrats
+    Congratulations Sounds Totally Gotta Gonna Wanna Bet Plus
     """
 )
 
@@ -162,10 +165,10 @@ COMMON_WORDS = LEAD_WORDS | _words(
     Another Such Same Old Big Small Important Interesting Welcome Right Wrong True False Great
     Overview Conclusion Reminder Todo Important Urgent Follow-up Draft Update Updates Progress
     Went Got Made Said Told Asked Called Met Came Left Found Thought Felt Seemed Spent Tried
-    Wow Cool Awesome Sounds Glad Congrats Congratulations Aww Aw Omg Haha Lol Hmm Gonna Wanna
-    Enough Totally Definitely Absolutely Exactly Honestly Seriously Luckily Thankfully Sadly
-    Personally Especially Literally Probably Certainly Surely Totally Way Yep Yup Nope Bye
-    Cheers Lovely Amazing Beautiful Wonderful Fantastic Sweet Cute Agreed Started Love
+    Enough Definitely Absolutely Exactly Honestly Seriously Luckily Thankfully Sadly Personally
+    Especially Literally Probably Certainly Surely Way Bye Cheers Lovely Amazing Beautiful
+    Wonderful Fantastic Sweet Cute Agreed Started Love Things Stuff Life Family Friends Kids
+    Books Music Art Pets Nature Appreciate Stay Care Hope Wish Enjoy
     """
 )
 
@@ -200,11 +203,14 @@ _TOKEN = (
     rf"|[{_LOW}]+[{_UP}][{_UP}{_LOW}0-9]*)"
 )
 _POSSESSIVE = r"(?:['’]s\b|(?<=s)['’](?!\w))?"
-_RUN = re.compile(rf"(?<![\w'’])({_TOKEN}(?:[ \t]+(?:&[ \t]+)?{_TOKEN})*){_POSSESSIVE}(?![\w])")
+# a word before a contraction other than 's ("Don't", "I'm", "It'll") is not a name
+_RUN = re.compile(
+    rf"(?<![\w'’])({_TOKEN}(?:[ \t]+(?:&[ \t]+)?{_TOKEN})*){_POSSESSIVE}(?![\w])(?!['’](?!s\b)[a-z])"
+)
 _QUOTED = re.compile(r"\"([^\"\n]{2,60})\"|“([^”\n]{2,60})”")
 _SENTENCE_END = re.compile(r"(?:^|[.!?][\"'”’)\]]*\s+|\n\s*|[:;]\s+[\"“]?|^[\"“])$")
 # A sentence-initial "-ing" word alone ("Painting helps me", "Speaking of which") is not a name.
-_GERUND = re.compile(r"[A-Z][a-z]{3,}ing")
+_GERUND = re.compile(r"[A-Z][a-z]+ing")
 _TITLE_BEFORE = re.compile(rf"(?:{'|'.join(TITLES)})\.?\s+$")
 
 
