@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cortex_pg.entities.extract import Relation, extract, extract_entities, validate_llm_answer
+from cortex_pg.entities.patterns import NEGATIVE_EXAMPLES, PATTERNS, SHAPE_EXAMPLES, SINGLE_VALUED
 
 
 @pytest.mark.parametrize(
@@ -34,6 +35,14 @@ from cortex_pg.entities.extract import Relation, extract, extract_entities, vali
             ["Brien", "Angelo", "O"],
         ),
         ("O'Brien's car is red. I'm sure I'll go.", ["O'Brien"], ["O'Brien's", "I'm", "I'll"]),
+        # chat words, sentence-initial -ing words and contractions
+        (
+            "Wow John, great! Yeah Maria. Taking care of Max.",
+            ["John", "Maria", "Max"],
+            ["Wow John", "Taking"],
+        ),
+        ("Don't worry, Bob. Being there helps.", ["Bob"], ["Don", "Being"]),
+        ("Glad I could help, Jon! See you Fri.", ["Jon"], ["Glad", "Glad I", "Fri"]),
     ],
 )
 def test_entity_table(sentence, present, absent):
@@ -123,3 +132,66 @@ def test_llm_hook_used_when_valid_and_falls_back_otherwise():
     assert validate_llm_answer({"entities": [{"name": "x", "kind": "alien"}]}).startswith("entities[0].kind")
     assert validate_llm_answer({"entities": [], "relations": [{"source": "a", "target": "b"}]}) is not None
     assert validate_llm_answer({"entities": []}) is None
+
+
+# ---------------------------------------------------------------------- the pattern table
+def _facts(sentence):
+    return {(r.source, r.relation, r.target) for r in extract(sentence).relations}
+
+
+_PATTERN_EXAMPLES = [
+    pytest.param(sentence, facts, id=f"{p.name}: {sentence}")
+    for p in PATTERNS
+    for sentence, facts in p.examples
+]
+_SHAPE_EXAMPLES = [
+    pytest.param(sentence, facts, id=f"{shape}: {sentence}")
+    for shape, rows in SHAPE_EXAMPLES.items()
+    for sentence, facts in rows
+]
+
+
+def test_every_pattern_has_examples():
+    assert all(p.examples for p in PATTERNS)
+    assert {"coordinated verb phrases", "object lists", "quoted and multi-word names"} <= set(SHAPE_EXAMPLES)
+    assert {p.shape for p in PATTERNS} == {"verb", "noun"}
+    assert any(not p.forward and p.shape == "verb" for p in PATTERNS)  # passives
+    assert {"works_at", "lives_in", "reports_to"} == SINGLE_VALUED
+
+
+@pytest.mark.parametrize(("sentence", "facts"), _PATTERN_EXAMPLES + _SHAPE_EXAMPLES)
+def test_pattern_examples(sentence, facts):
+    found = _facts(sentence)
+    assert set(facts) <= found, (sentence, found)
+
+
+@pytest.mark.parametrize(("sentence", "facts"), [pytest.param(s, f, id=s) for s, f in NEGATIVE_EXAMPLES])
+def test_negative_examples(sentence, facts):
+    assert not set(facts) & _facts(sentence), sentence
+
+
+def test_coordination_finds_exactly_the_stated_facts():
+    # the shape from a user's report: the second verb's object is linked to the subject
+    assert _facts("Alice works at Acme Corp and knows Carol.") == {
+        ("Alice", "works_at", "Acme Corp"),
+        ("Alice", "knows", "Carol"),
+    }
+    assert _facts('Carol created "Project X".') == {("Carol", "created", "Project X")}
+    # a list item with its own verb phrase starts a new clause
+    assert _facts("Alice knows Bob and Carol works at Acme Corp.") == {
+        ("Alice", "knows", "Bob"),
+        ("Carol", "works_at", "Acme Corp"),
+    }
+    # filler longer than four words ends the chain
+    assert _facts("Bob works with Carol on most of the long weekends and knows Dave.") == {
+        ("Bob", "works_with", "Carol")
+    }
+
+
+def test_kinds_follow_the_table():
+    ex = extract("Alice's manager Bob knows Carol. Project Apollo is managed by Dave.")
+    kinds = {m.name: m.kind for m in ex.entities}
+    assert Relation("Bob", "manager_of", "Alice") in ex.relations
+    assert kinds["Bob"] == "person" and kinds["Carol"] == "person"
+    assert Relation("Dave", "manages", "Project Apollo") in ex.relations
+    assert kinds["Project Apollo"] == "other"  # the target of manages is not forced to person here

@@ -10,9 +10,13 @@ Entities (offline, improving on calute's ``EntityMemory._extract_entities``):
       not start an entity either ("Meet Bob" gives Bob); a single capitalised word at the start
       of a sentence that is a common English word (:data:`COMMON_WORDS`: "Plan", "Meeting",
       "Status", ...) is not an entity. Words that are also common first names or product
-      names ("Grace", "Frank", "Python") are in neither list;
+      names ("Grace", "Frank", "Python") are in neither list. Chat words ("Wow", "Yeah",
+      "Sounds") start no entity ("Wow John" gives John), and a sentence-initial "-ing" word alone
+      ("Painting helps me", "Speaking of which"; the cost: "Beijing" or "Irving" opening a
+      sentence is lost there, not elsewhere); "Glad I" at the start gives nothing;
     * names with an apostrophe after one capital: "O'Brien", "D'Angelo", "L'Oréal";
     * a word repeated back to back ends a name ("Meet Bob Bob works" gives Bob);
+    * a word before a contraction other than 's is not a name ("Don't", "It'll");
     * acronyms and CamelCase names: "IBM", "OpenAI", "GitHub", "iPhone", "GPT-4";
     * quoted strings ("..." and curly quotes), 2-60 characters, as concepts;
     * possessives stripped ("Alice's" and "Acme Corp's" give Alice and Acme Corp);
@@ -23,24 +27,29 @@ Entities (offline, improving on calute's ``EntityMemory._extract_entities``):
     ``organization``; a name after a title (Mr, Mrs, Ms, Dr, Prof) or on the person side of a
     relation below is ``person``; the rest is ``other``.
 
-Relations (offline; both sides are extracted entities, so multi-word names work on both
-sides; the verb phrase must stand alone between them, optionally after "also", "now",
-"still", "currently", and before "the"):
+Relations (offline): both sides are extracted entities, so multi-word and quoted names work
+on both sides. The facts come from the table :data:`~cortex_pg.entities.patterns.PATTERNS`
+(data, one row per phrase, each with the sentences it must read), applied to the text between
+two neighbouring mentions; see :func:`extract_relations` for lists of objects and coordinated
+verb phrases. The table:
 
-    =================================  ==================  ==========================
-    text between the two entities      relation            single-valued (closes old)
-    =================================  ==================  ==========================
-    works at / works for / is at       works_at            yes
-    works with                         works_with          no
-    knows                              knows               no
-    created / founded / built          created / founded / built   no
-    co-founded                         founded             no
-    is the X of / is a X of / is an X of   x_of (e.g. ceo_of, friend_of)   no
-    lives in                           lives_in            yes
-    manages                            manages             no
-    reports to                         reports_to          yes
-    likes / prefers                    likes / prefers     no
-    =================================  ==================  ==========================
+    ====================================  =====================  ===========================
+    text between the two entities         relation               single-valued (closes old)
+    ====================================  =====================  ===========================
+    works at / works for / is employed by  works_at              yes
+    works with                            works_with             no
+    knows / (passive) is known by         knows                  no
+    created / was created by              created                no
+    founded, co-founded / was founded by  founded                no
+    built / was built by                  built                  no
+    is the X of / is a X of / was the X of  x_of (ceo_of, ...)   no
+    B's X A / B's X is A / B's X, A       A x_of B (manager_of)  no
+    lives in                              lives_in               yes
+    manages / is managed (run, led) by    manages                no
+    reports to                            reports_to             yes
+    likes, loves, enjoys / is liked by    likes                  no
+    prefers                               prefers                no
+    ====================================  =====================  ===========================
 
 Past tenses of works/lives ("worked at") assert no current fact and are not matched.
 
@@ -58,6 +67,17 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from cortex_pg.entities.patterns import (
+    COORDINATOR,
+    FILLER,
+    FIRST_PERSON,
+    LIST_SEPARATOR,
+    PATTERNS,
+    SINGLE_VALUED,
+    SPEAKER_TURN,
+    Pattern,
+)
+
 log = logging.getLogger(__name__)
 
 
@@ -67,8 +87,6 @@ def _words(block: str) -> frozenset[str]:
 
 KINDS = ("person", "organization", "concept", "other")
 
-#: Relations where a newer fact about the same source replaces the older one.
-SINGLE_VALUED = frozenset({"works_at", "lives_in", "reports_to"})
 
 #: JSON schema of what ``llm_extract`` must return.
 LLM_SCHEMA: dict[str, Any] = {
@@ -113,6 +131,8 @@ STOP_WORDS = _words(
     Been Can Could Would Should Will Shall May Might Must Have Has Had Today Yesterday
     Tomorrow Tonight Now Last Next First Once Just Only Even Well Oh Ok Okay Sure Actually
     Remember Note Analyze Analyse Check Create Make Use Add Find Get Tell Show Write Read
+    Wow Yeah Yea Yep Yup Nope Aww Aw Omg Haha Lol Hmm Cool Awesome Glad Congrats
+    Congratulations Sounds Totally Gotta Gonna Wanna Bet Plus
     """
 )
 
@@ -145,13 +165,18 @@ COMMON_WORDS = LEAD_WORDS | _words(
     Another Such Same Old Big Small Important Interesting Welcome Right Wrong True False Great
     Overview Conclusion Reminder Todo Important Urgent Follow-up Draft Update Updates Progress
     Went Got Made Said Told Asked Called Met Came Left Found Thought Felt Seemed Spent Tried
+    Enough Definitely Absolutely Exactly Honestly Seriously Luckily Thankfully Sadly Personally
+    Especially Literally Probably Certainly Surely Way Bye Cheers Lovely Amazing Beautiful
+    Wonderful Fantastic Sweet Cute Agreed Started Love Things Stuff Life Family Friends Kids
+    Books Music Art Pets Nature Appreciate Stay Care Hope Wish Enjoy
     """
 )
 
 MONTHS_AND_DAYS = _words(
     """
     January February March April May June July August September October November December
-    Monday Tuesday Wednesday Thursday Friday Saturday Sunday
+    Monday Tuesday Wednesday Thursday Friday Saturday Sunday Mon Tue Tues Wed Thu Thur Thurs
+    Fri Sat
     """
 )
 
@@ -178,9 +203,14 @@ _TOKEN = (
     rf"|[{_LOW}]+[{_UP}][{_UP}{_LOW}0-9]*)"
 )
 _POSSESSIVE = r"(?:['’]s\b|(?<=s)['’](?!\w))?"
-_RUN = re.compile(rf"(?<![\w'’])({_TOKEN}(?:[ \t]+(?:&[ \t]+)?{_TOKEN})*){_POSSESSIVE}(?![\w])")
+# a word before a contraction other than 's ("Don't", "I'm", "It'll") is not a name
+_RUN = re.compile(
+    rf"(?<![\w'’])({_TOKEN}(?:[ \t]+(?:&[ \t]+)?{_TOKEN})*){_POSSESSIVE}(?![\w])(?!['’](?!s\b)[a-z])"
+)
 _QUOTED = re.compile(r"\"([^\"\n]{2,60})\"|“([^”\n]{2,60})”")
 _SENTENCE_END = re.compile(r"(?:^|[.!?][\"'”’)\]]*\s+|\n\s*|[:;]\s+[\"“]?|^[\"“])$")
+# A sentence-initial "-ing" word alone ("Painting helps me", "Speaking of which") is not a name.
+_GERUND = re.compile(r"[A-Z][a-z]+ing")
 _TITLE_BEFORE = re.compile(rf"(?:{'|'.join(TITLES)})\.?\s+$")
 
 
@@ -292,7 +322,9 @@ def extract_mentions(text: str) -> list[Mention]:
 def _run_entity(text: str, tokens: list[tuple[int, str]]) -> tuple[int, str, str] | None:
     """The (offset, name, kind) of one capitalised run's ``(offset, token)`` pairs, or None."""
     at_start = _sentence_starts(text, tokens[0][0])
-    if at_start and len(tokens) == 1 and tokens[0][1] in COMMON_WORDS:
+    if at_start and len(tokens) == 2 and tokens[1][1] == "I":  # "Glad I could help"
+        tokens = tokens[:1]
+    if at_start and len(tokens) == 1 and (tokens[0][1] in COMMON_WORDS or _GERUND.fullmatch(tokens[0][1])):
         return None
     if (
         at_start
@@ -337,27 +369,50 @@ def extract_entities(text: str) -> list[str]:
 
 
 # ---------------------------------------------------------------------- relations
-_LEAD = r"(?:also\s+|now\s+|still\s+|currently\s+)?"
-_VERBS: tuple[tuple[str, str | None], ...] = (
-    (r"works\s+(?:at|for)|is\s+working\s+(?:at|for)|is\s+employed\s+(?:at|by)", "works_at"),
-    (r"works\s+with|is\s+working\s+with", "works_with"),
-    (r"knows", "knows"),
-    (r"created", "created"),
-    (r"co-?founded|founded", "founded"),
-    (r"built", "built"),
-    (r"is\s+(?:the|a|an)\s+(?P<role>[\w-]+(?:\s+[\w-]+)?)\s+of", None),
-    (r"lives\s+in|is\s+living\s+in", "lives_in"),
-    (r"manages", "manages"),
-    (r"reports\s+to", "reports_to"),
-    (r"likes|loves|enjoys", "likes"),
-    (r"prefers", "prefers"),
+_COMPILED = tuple((p, re.compile(p.gap, re.IGNORECASE)) for p in PATTERNS)
+_SPEAKER_TURN = re.compile(SPEAKER_TURN)
+_LIST_GAP = re.compile(LIST_SEPARATOR, re.IGNORECASE)
+_COORDINATED = tuple(
+    (p, re.compile(FILLER + COORDINATOR + p.gap, re.IGNORECASE)) for p in PATTERNS if p.shape == "verb"
 )
-_PERSON_SOURCE = {"works_at", "works_with", "knows", "lives_in", "manages", "reports_to", "likes", "prefers"}
-_PERSON_TARGET = {"works_with", "knows", "manages", "reports_to"}
+
+
+@dataclass(frozen=True, slots=True)
+class _Occurrence:
+    """A mention: its span, the entity it names, and what it reads as before the next gap."""
+
+    start: int
+    end: int
+    name: str
+    reads: str = ""
+    left: bool = True  # may be the left side of a verb pattern
+    right: bool = True  # may be the right side of a verb pattern
+    pronoun: bool = False
+
+
+def _speaker(text: str, by_fold: Mapping[str, str]) -> tuple[str, int] | None:
+    """(speaker, offset after "Name: ") when ``text`` is a speaker's turn of a known name."""
+    m = _SPEAKER_TURN.match(text)
+    if m is None or fold(m.group("speaker")) not in by_fold:
+        return None
+    return by_fold[fold(m.group("speaker"))], m.end()
 
 
 def extract_relations(text: str, entities: Iterable[str]) -> list[Relation]:
-    """Relations of :data:`_VERBS` between two of ``entities`` (names as they appear in ``text``).
+    """Relations stated between two of ``entities`` (names as they appear in ``text``).
+
+    The reader finds every mention of the names (longest name first, case-insensitive,
+    quotes around a name and a possessive after it left out of the mention), then for each
+    mention tries :data:`~cortex_pg.entities.patterns.PATTERNS` on the text up to the next
+    mention. In a speaker's turn ("Name: ...", Name one of ``entities``) the first-person words
+    of :data:`~cortex_pg.entities.patterns.FIRST_PERSON` ("I", "I'm", "me", "my") are mentions
+    of the speaker ("Mel: my dog Max" reads "Mel's dog Max"). A ``verb`` pattern also takes
+      * a list of objects: further mentions joined by ", ", " and ", ", and" ("knows B, C
+        and D"); a listed name followed by a verb phrase of its own starts a new clause
+        ("Alice knows Bob and Carol works at Acme" gives no Alice knows Carol);
+      * coordinated verb phrases of the same subject: after the objects, up to four
+        lower-case words, then ",", "and", "but", ", and" or ", but" and another verb
+        pattern ("A works at B and knows C"; passives keep their subject as the target).
 
     Returns:
         Relations in order of appearance, without duplicates.
@@ -365,25 +420,95 @@ def extract_relations(text: str, entities: Iterable[str]) -> list[Relation]:
     names = sorted({" ".join(n.split()) for n in entities if n and n.strip()}, key=len, reverse=True)
     if not names:
         return []
-    alternation = "|".join(_flexible(n) for n in names)
-    ent = rf"(?<![\w])(?:{alternation}){_POSSESSIVE}(?![\w])"
     by_fold = {fold(n): n for n in names}
+    alternation = "|".join(_flexible(n) for n in names)
+    speaker = _speaker(text, by_fold)
+    pronouns = "|".join(_flexible(w) for w in sorted(FIRST_PERSON, key=len, reverse=True))
+    mention = re.compile(
+        rf"[\"“]?(?<![\w'’])(?:(?P<name>{alternation})|(?P<me>{pronouns}))(?![\w])[\"”]?", re.IGNORECASE
+    )
+    occ: list[_Occurrence] = []
+    for m in mention.finditer(text, speaker[1] if speaker else 0):
+        if m.group("name") is not None:
+            occ.append(_Occurrence(m.start(), m.end(), by_fold[fold(m.group("name"))]))
+        elif speaker is not None:
+            reads, left, right = FIRST_PERSON[fold(m.group("me"))]
+            occ.append(_Occurrence(m.start(), m.end(), speaker[0], reads, left, right, pronoun=True))
     found: list[tuple[int, Relation]] = []
-    for verb, relation in _VERBS:
-        pattern = re.compile(
-            rf"(?P<a>{ent})\s+{_LEAD}(?:{verb})\s+(?:the\s+)?(?=(?P<b>{ent}))", re.IGNORECASE
-        )
-        for m in pattern.finditer(text):
-            rel = relation or relation_name(m.group("role")) + "_of"
-            source = by_fold.get(fold(_strip_possessive(m.group("a"))))
-            target = by_fold.get(fold(_strip_possessive(m.group("b"))))
-            if source and target and fold(source) != fold(target):
-                found.append((m.start(), Relation(source, rel, target)))
+
+    def gap(i: int) -> str:
+        return occ[i].reads + text[occ[i].end : occ[i + 1].start] if i + 1 < len(occ) else ""
+
+    def starts_clause(i: int) -> bool:
+        """True when mention i is followed by a verb phrase of its own (it is a subject)."""
+        return any(p.shape == "verb" and rx.fullmatch(gap(i)) for p, rx in _COMPILED)
+
+    def emit(at: int, pattern: Pattern, match: re.Match[str], subject: str, k: int) -> None:
+        if not occ[k].right or (pattern.shape == "noun" and occ[k].pronoun):
+            return
+        rel = pattern.relation or relation_name(match.group("role")) + "_of"
+        source, target = (subject, occ[k].name) if pattern.forward else (occ[k].name, subject)
+        if fold(source) != fold(target):
+            found.append((at, Relation(source, rel, target)))
+
+    for i in range(len(occ) - 1):
+        subject = occ[i].name
+        j = i
+        pattern_match = _match_pattern(gap(j), verbs=occ[i].left)
+        while pattern_match is not None:
+            pattern, match = pattern_match
+            # objects: mention j + 1 and the mentions listed after it
+            k = j + 1
+            emit(occ[j].start, pattern, match, subject, k)
+            if pattern.shape != "verb":
+                break
+            while k + 1 < len(occ) and _LIST_GAP.fullmatch(gap(k)) and not starts_clause(k + 1):
+                k += 1
+                emit(occ[k].start, pattern, match, subject, k)
+            # a coordinated verb phrase of the same subject after the last object
+            pattern_match = _coordinated(gap(k))
+            j = k
     result: list[Relation] = []
     for _, item in sorted(found, key=lambda x: x[0]):
         if item not in result:
             result.append(item)
     return result
+
+
+def _side_kinds() -> dict[str, tuple[str | None, str | None]]:
+    """relation -> (kind of its source, kind of its target) where every pattern of it agrees."""
+    out: dict[str, tuple[str | None, str | None]] = {}
+    for p in PATTERNS:
+        if p.relation is None:
+            continue
+        old = out.get(p.relation, (p.source_kind, p.target_kind))
+        out[p.relation] = (
+            old[0] if old[0] == p.source_kind else None,
+            old[1] if old[1] == p.target_kind else None,
+        )
+    return out
+
+
+_SIDE_KINDS = _side_kinds()
+
+
+def _match_pattern(gap: str, *, verbs: bool = True) -> tuple[Pattern, re.Match[str]] | None:
+    for pattern, rx in _COMPILED:
+        if pattern.shape == "verb" and not verbs:
+            continue
+        m = rx.fullmatch(gap)
+        if m is not None:
+            return pattern, m
+    return None
+
+
+def _coordinated(gap: str) -> tuple[Pattern, re.Match[str]] | None:
+    """The verb pattern after filler words and a coordinator that make up ``gap``, or None."""
+    for pattern, rx in _COORDINATED:
+        m = rx.fullmatch(gap)
+        if m is not None:
+            return pattern, m
+    return None
 
 
 def _flexible(name: str) -> str:
@@ -447,12 +572,11 @@ def _refine(ex: Extraction) -> Extraction:
     kinds = {fold(m.name): m.kind for m in ex.entities}
     for r in ex.relations:
         s, t = fold(r.source), fold(r.target)
-        if r.relation in _PERSON_SOURCE and kinds.get(s) == "other":
-            kinds[s] = "person"
-        if r.relation in _PERSON_TARGET and kinds.get(t) == "other":
-            kinds[t] = "person"
-        if r.relation == "works_at" and kinds.get(t) == "other":
-            kinds[t] = "organization"
+        source_kind, target_kind = _SIDE_KINDS.get(r.relation, (None, None))
+        if source_kind and kinds.get(s) == "other":
+            kinds[s] = source_kind
+        if target_kind and kinds.get(t) == "other":
+            kinds[t] = target_kind
     entities = [Mention(m.name, kinds[fold(m.name)], m.offset) for m in ex.entities]
     return Extraction(entities, ex.relations)
 

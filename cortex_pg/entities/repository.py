@@ -5,6 +5,16 @@ Every method filters on ``user_id`` and runs in one transaction; errors leave th
 ``cortex.normalize_entity_name`` (case- and whitespace-folded). "Valid now" facts are the
 relationships with ``valid_from <= now < valid_to`` (``valid_to`` NULL = still valid);
 ``as_of`` asks about another instant.
+
+Scope of facts: entities and relationships belong to the user, not to the session (scope)
+of the note that states them. They describe one world, so a single-valued fact (works_at,
+lives_in, reports_to) said in one session closes the same relation of the same source said
+in another session of that user, as it would in the same session; other users are never
+touched. The ``session_id`` of the reads selects the facts that a session's notes said and
+then applies the same validity: a fact closed by another session's later note is history
+in its own session too (``history=True`` or an earlier ``as_of`` shows it), and deleting
+the closing note reopens it. This is the calute behaviour, kept on purpose: scoping facts
+like their notes would let one user hold two current employers.
 """
 
 from __future__ import annotations

@@ -13,12 +13,14 @@ Cortex evolution prompt asks of the LLM (``_evolution_system_prompt``)::
                            "reasoning": str}]}
 
 Ids are a neighbour's index (``"0"``, ``"1"``, ...) or its exact id; anything else is dropped.
-With no LLM configured :func:`heuristic_decider` decides from the cosine similarities alone.
+With no LLM configured :func:`heuristic_decider` decides from the cosine similarities and the
+specific entities a neighbour shares with the note (see :func:`heuristic_decision`).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +32,13 @@ ACTIONS = ("strengthen", "update_neighbor", "merge_memories")
 MERGE_STRATEGIES = ("combine", "augment", "replace")
 MERGE_THRESHOLD = 0.95
 LINK_THRESHOLD = 0.7
+#: The entity rule: a shared entity counts when idf = ln((N + 1) / df) >= ln 10, i.e. it is
+#: mentioned by at most about one in ten of the user's notes (N current notes, df notes
+#: mentioning it). A speaker or the user's own name, in most notes, has idf near 0.
+ENTITY_MIN_IDF = math.log(10)
+#: The entity rule links only notes at least this similar (cosine), so that a rare name
+#: shared by two unrelated notes (or a rare extraction mistake) is not enough on its own.
+ENTITY_MIN_COSINE = 0.3
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +48,10 @@ class NoteView:
     Attributes:
         cosine: cosine similarity to the new note's embedding in [-1, 1] (neighbours only;
             1.0 for the note itself).
+        shared_entity: the most specific entity this neighbour shares with the new note among
+            those with idf >= :data:`ENTITY_MIN_IDF` (neighbours only; None when none).
+        shared_idf: that entity's idf = ln((N + 1) / df) over the user's notes.
+        specificity: ``shared_idf / ln(N + 1)`` in (0, 1] (1 would be an entity of one note).
     """
 
     id: uuid.UUID
@@ -48,6 +61,9 @@ class NoteView:
     context: str | None
     category: str | None
     cosine: float = 1.0
+    shared_entity: str | None = None
+    shared_idf: float = 0.0
+    specificity: float = 0.0
 
 
 Decider = Callable[[NoteView, Sequence[NoteView]], Mapping[str, Any] | str]
@@ -176,14 +192,21 @@ def heuristic_decision(
     *,
     merge_threshold: float = MERGE_THRESHOLD,
     link_threshold: float = LINK_THRESHOLD,
+    entity_min_cosine: float = ENTITY_MIN_COSINE,
 ) -> dict[str, Any]:
-    """The offline decision, from cosine similarity alone.
+    """The offline decision, from cosine similarity and shared specific entities.
 
     * ``cosine >= merge_threshold`` (0.95): merge the new note into the most similar such
       neighbour, strategy ``augment`` (a near duplicate adds its text to the older note);
     * ``link_threshold <= cosine < merge_threshold`` (0.7 .. 0.95): link ``related`` with
       ``strength = cosine``;
-    * below ``link_threshold``: nothing. Tags and neighbours are never rewritten.
+    * the entity rule, ``entity_min_cosine <= cosine < link_threshold`` (0.3 .. 0.7) and the
+      neighbour shares an entity with idf >= :data:`ENTITY_MIN_IDF` (``shared_entity``, set
+      by :func:`~cortex_pg.evolution.evolve.neighbours_sharing_entities`): link ``related``
+      with ``strength = (cosine + specificity) / 2`` (specificity = idf / ln(N + 1)), the
+      reason naming the entity. Two notes about a dog named Max (MiniLM cosine about 0.6)
+      are linked; two notes that share only a name in half the notes are not;
+    * otherwise nothing. Tags and neighbours are never rewritten.
 
     Returns:
         The Prem Cortex JSON shape (see the module doc).
@@ -208,6 +231,17 @@ def heuristic_decision(
                     "reason": f"cosine similarity {n.cosine:.3f} (offline heuristic)",
                 }
             )
+        elif n.shared_entity is not None and entity_min_cosine <= n.cosine < link_threshold:
+            strength = min(1.0, max(0.0, (n.cosine + n.specificity) / 2))
+            links.append(
+                {
+                    "id": str(i),
+                    "type": "related",
+                    "strength": round(strength, 6),
+                    "reason": f"shared entity {n.shared_entity!r} (idf {n.shared_idf:.2f}), "
+                    f"cosine similarity {n.cosine:.3f} (offline entity rule)",
+                }
+            )
     actions = (["strengthen"] if links else []) + (["merge_memories"] if merges else [])
     return {
         "should_evolve": bool(actions),
@@ -221,15 +255,30 @@ def heuristic_decision(
 
 
 def heuristic_decider(
-    merge_threshold: float = MERGE_THRESHOLD, link_threshold: float = LINK_THRESHOLD
+    merge_threshold: float = MERGE_THRESHOLD,
+    link_threshold: float = LINK_THRESHOLD,
+    entity_min_cosine: float = ENTITY_MIN_COSINE,
 ) -> Decider:
-    """A :data:`Decider` running :func:`heuristic_decision` with these thresholds."""
-    if not 0.0 <= link_threshold <= merge_threshold <= 1.0:
-        raise ValidationError("thresholds", "need 0 <= link_threshold <= merge_threshold <= 1")
+    """A :data:`Decider` running :func:`heuristic_decision` with these thresholds.
+
+    Raises:
+        ValidationError: unless 0 <= link_threshold <= merge_threshold <= 1 and
+            0 <= entity_min_cosine <= 1 (``entity_min_cosine >= link_threshold`` turns the
+            entity rule off).
+    """
+    if not 0.0 <= link_threshold <= merge_threshold <= 1.0 or not 0.0 <= entity_min_cosine <= 1.0:
+        raise ValidationError(
+            "thresholds",
+            "need 0 <= link_threshold <= merge_threshold <= 1 and 0 <= entity_min_cosine <= 1",
+        )
 
     def decide(note: NoteView, neighbours: Sequence[NoteView]) -> Mapping[str, Any]:
         return heuristic_decision(
-            note, neighbours, merge_threshold=merge_threshold, link_threshold=link_threshold
+            note,
+            neighbours,
+            merge_threshold=merge_threshold,
+            link_threshold=link_threshold,
+            entity_min_cosine=entity_min_cosine,
         )
 
     return decide
@@ -264,6 +313,7 @@ def build_prompt(note: NoteView, neighbours: Sequence[NoteView]) -> str:
     lines = [
         f'"{i}": id={n.id} content={n.content!r} context={n.context!r} keywords={n.keywords} '
         f"tags={n.tags} cosine={n.cosine:.3f}"
+        + (f" shared_entity={n.shared_entity!r}" if n.shared_entity else "")
         for i, n in enumerate(neighbours)
     ]
     return PROMPT.format(

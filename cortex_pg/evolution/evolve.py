@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import Connection, text
@@ -18,10 +19,19 @@ from sqlalchemy import Connection, text
 from cortex_pg.embeddings.base import Embedder
 from cortex_pg.errors import CortexPGError
 from cortex_pg.evolution import links as note_links
-from cortex_pg.evolution.decide import Decider, Decision, NoteView, parse_decision, resolve
+from cortex_pg.evolution.decide import (
+    ENTITY_MIN_IDF,
+    Decider,
+    Decision,
+    NoteView,
+    parse_decision,
+    resolve,
+)
 from cortex_pg.evolution.merge import merge_in
 
 DEFAULT_K = 4
+#: Notes beyond the k nearest that share a specific entity with the note, shown as well.
+ENTITY_CANDIDATES = 4
 
 LOCK_NOTE = """
 SELECT id, user_id, session_id, content, keywords, tags, context, category, merged_into
@@ -53,6 +63,45 @@ FROM near JOIN cortex.notes n ON n.user_id = :user_id AND n.id = near.note_id
 ORDER BY near.dist, n.id
 """
 
+# The notes of the same user and session that share with note :id an entity of idf
+# ln((N + 1) / df) >= :min_idf, where N = the user's current notes and df = the entity's
+# frequency (notes mentioning it, kept by the entity counters). Per note: its most specific
+# shared entity, idf / ln(N + 1), and the cosine of the stored embeddings. The k nearest
+# (:hood) come first so that they are annotated, then the others by idf and cosine, bounded
+# by :limit. Mentions are read through their (user_id, entity_id) index; an entity above the
+# idf cut (a speaker in half the notes) is never expanded.
+SHARED_ENTITIES = """
+WITH me AS MATERIALIZED (
+    SELECT embedding, session_id FROM cortex.embeddings
+    WHERE user_id = :user_id AND note_id = :id AND model = :model
+), total AS MATERIALIZED (
+    SELECT count(*) + 1.0 AS n1 FROM cortex.notes WHERE user_id = :user_id AND merged_into IS NULL
+), mine AS MATERIALIZED (
+    SELECT e.id, e.name, ln(total.n1 / e.frequency) AS idf, ln(total.n1) AS max_idf
+    FROM cortex.entity_mentions m
+    JOIN cortex.entities e ON e.user_id = m.user_id AND e.id = m.entity_id
+    CROSS JOIN total
+    WHERE m.user_id = :user_id AND m.note_id = :id AND e.frequency >= 2
+      AND ln(total.n1 / e.frequency) >= :min_idf
+), shared AS (
+    SELECT m.note_id, (array_agg(mine.name ORDER BY mine.idf DESC, mine.name))[1] AS entity,
+           max(mine.idf) AS idf, max(mine.idf / nullif(mine.max_idf, 0)) AS specificity
+    FROM mine
+    JOIN cortex.entity_mentions m ON m.user_id = :user_id AND m.entity_id = mine.id
+    WHERE m.note_id <> :id
+    GROUP BY m.note_id
+)
+SELECT n.id, n.content, n.keywords, n.tags, n.context, n.category,
+       1 - (e.embedding <=> me.embedding) AS cosine, shared.entity, shared.idf, shared.specificity
+FROM shared
+CROSS JOIN me
+JOIN cortex.notes n ON n.user_id = :user_id AND n.id = shared.note_id
+JOIN cortex.embeddings e ON e.user_id = :user_id AND e.note_id = n.id AND e.model = :model
+WHERE n.merged_into IS NULL AND n.session_id = me.session_id
+ORDER BY n.id = ANY (CAST(:hood AS uuid[])) DESC, shared.idf DESC, cosine DESC, n.id
+LIMIT :limit
+"""
+
 SET_FIELDS = """
 UPDATE {table} SET tags = :tags, context = :context WHERE user_id = :user_id AND id = :id
 """
@@ -74,6 +123,50 @@ def neighbours(conn: Connection, user_id: str, note_id: uuid.UUID, model: str, k
     """The ``k`` nearest current notes of the same user and session, most similar first."""
     rows = conn.execute(text(NEIGHBOURS), {"user_id": user_id, "id": note_id, "model": model, "k": k})
     return [_view(r, r.cosine) for r in rows]
+
+
+def neighbours_sharing_entities(
+    conn: Connection,
+    user_id: str,
+    note_id: uuid.UUID,
+    model: str,
+    hood: Sequence[NoteView],
+    *,
+    limit: int = ENTITY_CANDIDATES,
+    min_idf: float = ENTITY_MIN_IDF,
+) -> list[NoteView]:
+    """``hood`` annotated with the specific entities each shares with the note, plus up to
+    ``limit`` notes of the same session beyond it that share one (most specific first).
+
+    A shared entity counts when idf = ln((N + 1) / df) >= ``min_idf`` (default ln 10), N the
+    user's current notes, df the notes mentioning the entity (``cortex.entities.frequency``);
+    the counts are read in SQL (:data:`SHARED_ENTITIES`). Notes without extracted entities
+    leave ``hood`` as it is.
+
+    Returns:
+        ``hood`` (same order, ``shared_entity`` / ``shared_idf`` / ``specificity`` set where
+        one is shared), then the extra notes.
+    """
+    params = {
+        "user_id": user_id,
+        "id": note_id,
+        "model": model,
+        "hood": [str(n.id) for n in hood],
+        "min_idf": float(min_idf),
+        "limit": limit + len(hood),
+    }
+    rows = {r.id: r for r in conn.execute(text(SHARED_ENTITIES), params)}
+    if not rows:
+        return list(hood)
+
+    def annotated(view: NoteView, r: Any) -> NoteView:
+        return replace(
+            view, shared_entity=r.entity, shared_idf=float(r.idf), specificity=float(r.specificity or 0.0)
+        )
+
+    out = [annotated(n, rows.pop(n.id)) if n.id in rows else n for n in hood]
+    extra = [annotated(_view(r, r.cosine), r) for r in list(rows.values())[:limit]]
+    return out + extra
 
 
 def _set_fields(conn: Connection, user_id: str, nid: uuid.UUID, tags: list[str], context: str | None) -> None:
@@ -145,6 +238,7 @@ def evolve_note(
     note_id: uuid.UUID,
     *,
     k: int = DEFAULT_K,
+    entity_candidates: int = ENTITY_CANDIDATES,
 ) -> dict[str, Any]:
     """Evolve one note in the caller's transaction.
 
@@ -154,7 +248,10 @@ def evolve_note(
     Args:
         embedder: re-embeds a merge target; ``embedder.name`` selects the stored embeddings.
         decider: see :mod:`cortex_pg.evolution.decide`.
-        k: neighbours shown to the decider (Prem Cortex: 4).
+        k: nearest neighbours shown to the decider (Prem Cortex: 4).
+        entity_candidates: further notes of the session shown to the decider because they
+            share a specific entity with the note (:func:`neighbours_sharing_entities`; 0 for
+            none). Every neighbour carries the entity it shares, if any.
 
     Returns:
         A JSON-friendly summary (stored in ``evolution_jobs.result``): ``neighbours``,
@@ -170,6 +267,10 @@ def evolve_note(
         return {"skipped": f"merged into {row.merged_into}"}
     note = _view(row)
     hood = neighbours(conn, user_id, note_id, embedder.name, k)
+    if hood:
+        hood = neighbours_sharing_entities(
+            conn, user_id, note_id, embedder.name, hood, limit=entity_candidates
+        )
     if not hood:
         return {"neighbours": 0, "links": 0, "neighbours_updated": 0, "merged_into": None}
     decision = parse_decision(decider(note, hood))
