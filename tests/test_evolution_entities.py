@@ -66,6 +66,7 @@ def _cosine(store, user, a, b) -> float:
                 text(
                     "SELECT 1 - (x.embedding <=> y.embedding) FROM cortex.embeddings x, cortex.embeddings y"
                     " WHERE x.user_id = :u AND y.user_id = :u AND x.note_id = :a AND y.note_id = :b"
+                    " AND x.kind = 'text' AND y.kind = 'text' AND x.window_no = 0 AND y.window_no = 0"
                 ),
                 {"u": user, "a": a, "b": b},
             ).scalar_one()

@@ -73,9 +73,9 @@ ORDER BY near.dist, n.id
 SHARED_ENTITIES = """
 WITH me AS MATERIALIZED (
     SELECT embedding, session_id FROM cortex.embeddings
-    WHERE user_id = :user_id AND note_id = :id AND model = :model
-), total AS MATERIALIZED (
-    SELECT count(*) + 1.0 AS n1 FROM cortex.notes WHERE user_id = :user_id AND merged_into IS NULL
+    WHERE user_id = :user_id AND note_id = :id AND model = :model AND kind = 'text' AND window_no = 0
+), total AS MATERIALIZED (  -- N from the tenant's corpus counter (kept by the BM25 triggers)
+    SELECT coalesce((SELECT doc_count FROM cortex.bm25_corpus WHERE user_id = :user_id), 0) + 1.0 AS n1
 ), mine AS MATERIALIZED (
     SELECT e.id, e.name, ln(total.n1 / e.frequency) AS idf, ln(total.n1) AS max_idf
     FROM cortex.entity_mentions m
@@ -97,6 +97,7 @@ FROM shared
 CROSS JOIN me
 JOIN cortex.notes n ON n.user_id = :user_id AND n.id = shared.note_id
 JOIN cortex.embeddings e ON e.user_id = :user_id AND e.note_id = n.id AND e.model = :model
+                        AND e.kind = 'text' AND e.window_no = 0
 WHERE n.merged_into IS NULL AND n.session_id = me.session_id
 ORDER BY n.id = ANY (CAST(:hood AS uuid[])) DESC, shared.idf DESC, cosine DESC, n.id
 LIMIT :limit
