@@ -67,7 +67,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from cortex_pg.db import embedded
-from cortex_pg.embeddings.sentence_transformers import MiniLMEmbedder
+from cortex_pg.embeddings import MiniLMEmbedder
 from cortex_pg.store import MemoryStore
 from cortex_pg.temporal import without_temporal_keywords
 
