@@ -112,10 +112,18 @@ class LookupEmbedder:
         self.table = table
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        try:
-            return [self.table[t].tolist() for t in texts]
-        except KeyError as exc:
-            raise LookupError(f"no cached vector for text {exc.args[0]!r}") from None
+        return [self._vector(t).tolist() for t in texts]
+
+    def _vector(self, text: str) -> np.ndarray:
+        if text in self.table:
+            return self.table[text]
+        # a context text (the predecessor, a newline, the note): the normalised mean of the two
+        # cached vectors stands in for MiniLM's, so the index holds as many rows as in real use
+        head, sep, tail = text.rpartition("\n")
+        if sep and head in self.table and tail in self.table:
+            v = self.table[head] + self.table[tail]
+            return v / max(float(np.linalg.norm(v)), 1e-12)
+        raise LookupError(f"no cached vector for text {text!r}")
 
 
 class TimedEmbedder:
