@@ -119,10 +119,13 @@ class LookupEmbedder:
             return self.table[text]
         # a context text (the predecessor, a newline, the note): the normalised mean of the two
         # cached vectors stands in for MiniLM's, so the index holds as many rows as in real use
-        head, sep, tail = text.rpartition("\n")
-        if sep and head in self.table and tail in self.table:
-            v = self.table[head] + self.table[tail]
-            return v / max(float(np.linalg.norm(v)), 1e-12)
+        cut = text.find("\n")
+        while cut >= 0:
+            head, tail = text[:cut], text[cut + 1 :]
+            if head in self.table and tail in self.table:
+                v = self.table[head] + self.table[tail]
+                return v / max(float(np.linalg.norm(v)), 1e-12)
+            cut = text.find("\n", cut + 1)
         raise LookupError(f"no cached vector for text {text!r}")
 
 
