@@ -103,8 +103,8 @@ def test_the_embedding_reads_its_window(store):
     with store.engine.connect() as conn:
         same = conn.execute(
             text(
-                "SELECT (SELECT embedding FROM cortex.embeddings WHERE note_id = :a) = "
-                "(SELECT embedding FROM cortex.embeddings WHERE note_id = :b)"
+                "SELECT (SELECT embedding FROM cortex.embeddings WHERE note_id = :a AND kind = 'text') = "
+                "(SELECT embedding FROM cortex.embeddings WHERE note_id = :b AND kind = 'text')"
             ),
             {"a": a, "b": b},
         ).scalar()
