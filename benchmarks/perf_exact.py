@@ -12,10 +12,11 @@ measure how far the database's bounded candidate lists stray from it:
   document length = number of distinct lexemes, tf = number of positions (0 without a match);
   text candidates: every note holding a query lexeme (the database bounds them per term);
 * fusion over the candidates U: ``rel = 0.5 minmax(v) + 0.5 minmax(s)`` over the signals
-  present (a zero range counts as 1);
+  present (all equal: 1, or for BM25 1 if positive else 0);
 * expansion: the session neighbours (previous and next note by time, then insertion order) of
   the 5 best by rel join, scored with U's bounds;
-* smoothing: ``r = minmax(rel)`` over the expanded set, ``relevance = (r + 0.3 max(r_prev,
+* smoothing: ``r = minmax(rel)`` over the expanded set (rel itself when all are equal),
+  ``relevance = (r + 0.3 max(r_prev,
   r_next)) / 1.3`` (a neighbour counts only when it is itself a candidate);
 * ``pool = max(2 * limit, 40)``; results by relevance descending, ties by id.
 
@@ -202,9 +203,16 @@ def bm25_scores(index: TenantIndex, terms: list[str]) -> tuple[dict[int, float],
     return dict(score), cov
 
 
-def _minmax(values: dict[int, float], lo: float, hi: float) -> dict[int, float]:
-    span = (hi - lo) or 1.0
-    return {k: (x - lo) / span for k, x in values.items()}
+def _minmax(values: dict[int, float], lo: float, hi: float, flat: str = "one") -> dict[int, float]:
+    """Min-max normalisation; when ``hi == lo`` every value maps to 1 (``flat="one"``), to 1 if
+    positive else 0 (``"positive"``, BM25), or stays itself (``"keep"``, relevance)."""
+    if hi > lo:
+        return {k: min(max((x - lo) / (hi - lo), 0.0), 1.0) for k, x in values.items()}
+    if flat == "keep":
+        return dict(values)
+    if flat == "positive":
+        return {k: 1.0 if x > 0 else 0.0 for k, x in values.items()}
+    return {k: 1.0 for k in values}
 
 
 def exact_hybrid(
@@ -252,7 +260,7 @@ def exact_hybrid(
     s_lo, s_hi = min(s.values()), max(s.values())
 
     def fuse(rows: set[int], v: dict[int, float], s: dict[int, float]) -> dict[int, float]:
-        mv, ms = _minmax(v, v_lo, v_hi), _minmax(s, s_lo, s_hi)
+        mv, ms = _minmax(v, v_lo, v_hi), _minmax(s, s_lo, s_hi, "positive")
         return {
             r: ((0.5 * mv[r] if vector_on else 0.0) + (0.5 * ms[r] if terms else 0.0)) / max(weights, 1e-9)
             for r in rows
@@ -264,7 +272,7 @@ def exact_hybrid(
     if extra:
         rel.update(fuse(extra, *signals(extra)))
     lo, hi = min(rel.values()), max(rel.values())
-    r_norm = _minmax(rel, lo, hi)
+    r_norm = _minmax(rel, lo, hi, "keep")
     out = []
     for r, x in r_norm.items():
         neighbours = [r_norm.get(n, 0.0) for n in (index.prev[r], index.next[r]) if n is not None]

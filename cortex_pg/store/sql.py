@@ -153,14 +153,15 @@ MODEL_INDEX = "SELECT index_name FROM cortex.embedding_models WHERE model = :mod
 
 # Context embeddings. A note's context text is its predecessor's content, a newline, and its
 # own content; the predecessor is the previous current note of the same user and session in
-# (created_at, seq) order. For the notes just written (:ids) the statement returns their own
+# (created_at, seq) order. For the notes just written (:ids, of tenant :user_id) the statement
+# returns their own
 # context texts, and those of the stored notes that follow them (an earlier-dated note inserted
 # later changes its successor's context). A note without a predecessor has no context row.
 CONTEXT_TEXTS = """
 WITH fresh AS (
     SELECT n.user_id, n.session_id, n.id, n.created_at, n.seq
     FROM cortex.notes n
-    WHERE n.user_id = ANY (CAST(:users AS text[])) AND n.id = ANY (CAST(:ids AS uuid[]))
+    WHERE n.user_id = :user_id AND n.id = ANY (CAST(:ids AS uuid[]))
 ), targets AS (
     SELECT f.user_id, f.session_id, f.id, f.created_at, f.seq FROM fresh f
     UNION
@@ -168,17 +169,17 @@ WITH fresh AS (
     FROM fresh f
     CROSS JOIN LATERAL (
         SELECT m.user_id, m.session_id, m.id, m.created_at, m.seq FROM cortex.notes m
-        WHERE m.user_id = f.user_id AND m.session_id = f.session_id AND m.merged_into IS NULL
+        WHERE m.user_id = :user_id AND m.session_id = f.session_id AND m.merged_into IS NULL
           AND (m.created_at, m.seq) > (f.created_at, f.seq)
         ORDER BY m.created_at, m.seq LIMIT 1) nx
     WHERE nx.id <> ALL (CAST(:ids AS uuid[]))
 )
 SELECT t.user_id, t.session_id, t.id, p.content || E'\\n' || n.content AS context_text
 FROM targets t
-JOIN cortex.notes n ON n.user_id = t.user_id AND n.id = t.id
+JOIN cortex.notes n ON n.user_id = :user_id AND n.id = t.id
 CROSS JOIN LATERAL (
     SELECT m.content FROM cortex.notes m
-    WHERE m.user_id = t.user_id AND m.session_id = t.session_id AND m.merged_into IS NULL
+    WHERE m.user_id = :user_id AND m.session_id = t.session_id AND m.merged_into IS NULL
       AND (m.created_at, m.seq) < (t.created_at, t.seq)
     ORDER BY m.created_at DESC, m.seq DESC LIMIT 1) p
 """
@@ -191,13 +192,16 @@ ON CONFLICT (user_id, note_id, model, kind, window_no)
 DO UPDATE SET embedding = EXCLUDED.embedding, created_at = now()
 """
 
-# The current note that follows :id in its session ((created_at, seq) order), if any.
+# The current note that follows :id (of tenant :u) in its session ((created_at, seq) order).
 NEXT_IN_SESSION = """
 SELECT m.user_id, m.id FROM cortex.notes n
 CROSS JOIN LATERAL (
     SELECT m.user_id, m.id FROM cortex.notes m
-    WHERE m.user_id = n.user_id AND m.session_id = n.session_id AND m.merged_into IS NULL
+    WHERE m.user_id = :u AND m.session_id = n.session_id AND m.merged_into IS NULL
       AND (m.created_at, m.seq) > (n.created_at, n.seq)
     ORDER BY m.created_at, m.seq LIMIT 1) m
-WHERE n.id = :id AND (CAST(:u AS text) IS NULL OR n.user_id = :u)
+WHERE n.user_id = :u AND n.id = :id
 """
+
+# The tenant a note id is registered to (cortex.note_ids), for by-id calls without a user_id.
+ID_OWNER = "SELECT user_id FROM cortex.note_ids WHERE id = :id"

@@ -530,9 +530,10 @@ class NoteWriter:
         source = validation.memory_source(memory_source)
         with translate_db_errors(), self.engine.begin() as conn:
             # the note that follows it in its session loses it as its context
+            owner = uid or conn.execute(text(sql.ID_OWNER), {"id": nid}).scalar_one_or_none()
             after = (
-                conn.execute(text(sql.NEXT_IN_SESSION), {"id": nid, "u": uid}).first()
-                if source != "stm"
+                conn.execute(text(sql.NEXT_IN_SESSION), {"id": nid, "u": owner}).first()
+                if source != "stm" and owner is not None
                 else None
             )
             n = conn.execute(
@@ -632,7 +633,14 @@ def write_context_embeddings(conn: Connection, embedder: Embedder, users: list[s
     """
     if not ids:
         return 0
-    targets = conn.execute(text(sql.CONTEXT_TEXTS), {"users": sorted(set(users)), "ids": list(ids)}).all()
+    by_user: dict[str, list[str]] = {}
+    for user, nid in zip(users, ids, strict=True):
+        by_user.setdefault(user, []).append(str(nid))
+    targets = [
+        t
+        for user, user_ids in sorted(by_user.items())
+        for t in conn.execute(text(sql.CONTEXT_TEXTS), {"user_id": user, "ids": user_ids}).all()
+    ]
     if not targets:
         return 0
     vectors = embedder.embed([t.context_text for t in targets])

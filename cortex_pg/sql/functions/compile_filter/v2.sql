@@ -259,6 +259,9 @@ BEGIN
             IF jsonb_typeof(v) <> 'object' THEN
                 PERFORM cortex.filter_error(p_path || '.$not', 'takes a filter object');
             END IF;
+            IF v = '{}'::jsonb THEN  -- {} matches every row, so its negation matches none
+                PERFORM cortex.filter_error(p_path || '.$not', 'takes a non-empty filter ({} matches everything)');
+            END IF;
             parts := parts || ('(NOT ' || cortex.compile_filter(mode || v, p_alias, p_path || '.$not') || ')');
         ELSIF left(k, 1) = '$' THEN
             PERFORM cortex.filter_error(p_path, format('unknown operator %s at the top of a filter', k));

@@ -39,11 +39,13 @@
 --            cos(q, context)) / 2, the text's cosine standing in for a missing context
 --            (semantic_score); s = BM25, 0 without a query term (text_score).
 -- Fusion: rel = (0.5 * minmax(v) + 0.5 * minmax(s) + w_e * entity coverage) / (weights of
---            the signals present), min and max over the candidates (a zero range counts as 1);
+--            the signals present), min and max over the candidates; when all candidates have
+--            the same value, minmax is 1 (0 for a BM25 of 0, no term matched);
 --            w_e = p_entity_weight * the query entities' specificity (as v3).
 -- Expansion: the session neighbours (previous and next current note by (created_at, seq)) of
 --            the 5 best candidates by rel join, scored with the candidates' min and max.
--- Smoothing: r = minmax(rel) over the expanded candidates; relevance = (r + 0.3 * max(r_prev,
+-- Smoothing: r = minmax(rel) over the expanded candidates (rel itself when they all have the
+--            same rel, e.g. a single candidate); relevance = (r + 0.3 * max(r_prev,
 --            r_next)) / 1.3 in [0, 1], a neighbour counting only when it is a candidate.
 --            (Normalised-score fusion, context embeddings and neighbour smoothing were chosen
 --            on LoCoMo dev conversations; the constants sit on flat parts of their curves:
@@ -253,9 +255,10 @@ $q$, v_window_n, p_filter_n, p_model);
         pool_rel AS MATERIALIZED (
             SELECT ps.id, ps.v, ps.s,
                    (CASE WHEN $2::vector IS NULL THEN 0
-                         ELSE 0.5 * (ps.v - b.v_lo) / coalesce(nullif(b.v_hi - b.v_lo, 0), 1) END
+                         ELSE 0.5 * CASE WHEN b.v_hi > b.v_lo THEN (ps.v - b.v_lo) / (b.v_hi - b.v_lo) ELSE 1 END END
                     + CASE WHEN cardinality($12::text[]) = 0 THEN 0
-                           ELSE 0.5 * (ps.s - b.s_lo) / coalesce(nullif(b.s_hi - b.s_lo, 0), 1) END
+                           ELSE 0.5 * CASE WHEN b.s_hi > b.s_lo THEN (ps.s - b.s_lo) / (b.s_hi - b.s_lo)
+                                     WHEN ps.s > 0 THEN 1 ELSE 0 END END
                     + fu.w * coalesce(en.cov, 0)) / greatest(fu.total, 1e-9) AS rel,
                    en.cov AS ecov, en.r AS er
             FROM pool_signals ps CROSS JOIN bounds b CROSS JOIN fusion fu
@@ -290,16 +293,20 @@ $q$, v_window_n, p_filter_n, p_model);
             UNION ALL
             SELECT es.id, es.v, es.s,
                    (CASE WHEN $2::vector IS NULL THEN 0
-                         ELSE 0.5 * (es.v - b.v_lo) / coalesce(nullif(b.v_hi - b.v_lo, 0), 1) END
+                         ELSE 0.5 * CASE WHEN b.v_hi > b.v_lo THEN greatest(least((es.v - b.v_lo) / (b.v_hi - b.v_lo), 1), 0)
+                                       ELSE 1 END END
                     + CASE WHEN cardinality($12::text[]) = 0 THEN 0
-                           ELSE 0.5 * (es.s - b.s_lo) / coalesce(nullif(b.s_hi - b.s_lo, 0), 1) END)
+                           ELSE 0.5 * CASE WHEN b.s_hi > b.s_lo THEN greatest(least((es.s - b.s_lo) / (b.s_hi - b.s_lo), 1), 0)
+                                       WHEN es.s > 0 THEN 1 ELSE 0 END END)
                     / greatest(fu.total, 1e-9),
                    NULL, NULL
             FROM expansion_signals es CROSS JOIN bounds b CROSS JOIN fusion fu
         ),
         normed AS MATERIALIZED (
             SELECT x.id, x.v, x.s, x.ecov, x.er,
-                   (x.rel - min(x.rel) OVER ()) / coalesce(nullif(max(x.rel) OVER () - min(x.rel) OVER (), 0), 1) AS r
+                   CASE WHEN max(x.rel) OVER () > min(x.rel) OVER ()
+                        THEN (x.rel - min(x.rel) OVER ()) / (max(x.rel) OVER () - min(x.rel) OVER ())
+                        ELSE x.rel END AS r
             FROM expanded x
         ),
         -- neighbour smoothing: r + 0.3 * max(r of the previous, r of the next note of the
