@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy import text
 
+from cortex_pg.db.retry import retry_transient
 from cortex_pg.errors import ValidationError, translate_db_errors
 from cortex_pg.store import sql, validation
 from cortex_pg.store.records import SearchResult
@@ -70,6 +71,7 @@ class NoteSearch:
 
         return self.query_cache.get_many(self.embedder.name, texts, embed)
 
+    @retry_transient
     @tenant_scoped
     def search(
         self,
