@@ -122,3 +122,16 @@ def include_object(obj, name, type_, reflected, compare_to) -> bool:  # noqa: AN
     if type_ == "index" and name and name.startswith("ix_embeddings_hnsw_"):
         return False
     return not (reflected and compare_to is None and type_ in ("index", "unique_constraint"))
+
+
+def tenant_policy_sql(table: str) -> list[str]:
+    """The statements that put a tenant table under the Row-Level Security policy of
+    ``policies/tenant_rls/v1.sql`` (``user_id = current_setting('cortex.user_id')``), for the
+    tables later migrations add. ``table`` is a table name of the ``cortex`` schema written in
+    the migration itself."""
+    return [
+        f"ALTER TABLE cortex.{table} ENABLE ROW LEVEL SECURITY",
+        f"CREATE POLICY tenant_isolation ON cortex.{table} "
+        "USING (user_id = current_setting('cortex.user_id', true)) "
+        "WITH CHECK (user_id = current_setting('cortex.user_id', true))",
+    ]

@@ -397,16 +397,7 @@ class NoteWriter:
         return [remap.get(i, i) for i in ids]
 
     def _check_vectors(self, vectors: list[list[float]], expected: int) -> None:
-        if len(vectors) != expected:
-            raise EmbeddingModelError(f"embedder returned {len(vectors)} vectors for {expected} texts")
-        for v in vectors:
-            if len(v) != self.embedder.dim:
-                raise EmbeddingDimensionError(
-                    self.embedder.name,
-                    self.embedder.dim,
-                    len(v),
-                    "the embedder returned a vector of another size",
-                )
+        check_vectors(self.embedder, vectors, expected)
 
     @retry_transient
     @tenant_scoped
@@ -620,6 +611,21 @@ def _newest_per_scope(rows: list[dict[str, Any]], capacity: int) -> list[dict[st
     return keep
 
 
+def check_vectors(embedder: Embedder, vectors: list[list[float]], expected: int) -> None:
+    """``expected`` vectors of ``embedder.dim`` each, or a typed error.
+
+    Raises:
+        EmbeddingModelError: another number of vectors. EmbeddingDimensionError: another size.
+    """
+    if len(vectors) != expected:
+        raise EmbeddingModelError(f"embedder returned {len(vectors)} vectors for {expected} texts")
+    for v in vectors:
+        if len(v) != embedder.dim:
+            raise EmbeddingDimensionError(
+                embedder.name, embedder.dim, len(v), "the embedder returned a vector of another size"
+            )
+
+
 def write_context_embeddings(conn: Connection, embedder: Embedder, users: list[str], ids: list[str]) -> int:
     """Embed the context texts of the notes ``ids`` (user ids ``users``) and of the stored notes
     that follow them, and write them as ``kind = 'context'`` embeddings of ``embedder``'s model
@@ -644,8 +650,7 @@ def write_context_embeddings(conn: Connection, embedder: Embedder, users: list[s
     if not targets:
         return 0
     vectors = embedder.embed([t.context_text for t in targets])
-    if len(vectors) != len(targets) or any(len(v) != embedder.dim for v in vectors):
-        raise EmbeddingModelError(f"embedder {embedder.name!r} returned vectors of the wrong shape")
+    check_vectors(embedder, vectors, len(targets))
     rows = [
         {"user_id": t.user_id, "id": str(t.id), "session_id": t.session_id, "embedding": vector_literal(v)}
         for t, v in zip(targets, vectors, strict=True)

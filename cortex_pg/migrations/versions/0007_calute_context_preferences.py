@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-from cortex_pg.db.migrate import read_sql
+from cortex_pg.db.migrate import read_sql, tenant_policy_sql
 
 revision: str = "0007"
 down_revision: str | None = "0006"
@@ -67,12 +67,8 @@ def upgrade() -> None:
     for name in SQL_FILES:
         op.execute(read_sql(name))
     for table in ("context_frames", "user_preferences"):  # same tenant policy as 0006's tables
-        op.execute(f"ALTER TABLE cortex.{table} ENABLE ROW LEVEL SECURITY")
-        op.execute(
-            f"CREATE POLICY tenant_isolation ON cortex.{table} "
-            "USING (user_id = current_setting('cortex.user_id', true)) "
-            "WITH CHECK (user_id = current_setting('cortex.user_id', true))"
-        )
+        for statement in tenant_policy_sql(table):
+            op.execute(statement)
 
 
 def downgrade() -> None:

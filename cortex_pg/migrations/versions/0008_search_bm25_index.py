@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from cortex_pg.db.migrate import read_sql
+from cortex_pg.db.migrate import read_sql, tenant_policy_sql
 
 revision: str = "0008"
 down_revision: str | None = "0007"
@@ -70,12 +70,8 @@ def upgrade() -> None:
         "FROM (SELECT user_id, id, tsv FROM cortex.notes WHERE merged_into IS NULL ORDER BY user_id, id) n"
     )
     for table in BM25_TABLES:
-        op.execute(f"ALTER TABLE cortex.{table} ENABLE ROW LEVEL SECURITY")
-        op.execute(
-            f"CREATE POLICY tenant_isolation ON cortex.{table} "
-            "USING (user_id = current_setting('cortex.user_id', true)) "
-            "WITH CHECK (user_id = current_setting('cortex.user_id', true))"
-        )
+        for statement in tenant_policy_sql(table):
+            op.execute(statement)
     op.execute(f"DROP FUNCTION IF EXISTS {SEARCH_SIGNATURE}")
     op.execute(read_sql("functions/search_notes/v4.sql"))
 

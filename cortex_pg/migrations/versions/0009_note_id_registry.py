@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-from cortex_pg.db.migrate import read_sql
+from cortex_pg.db.migrate import read_sql, tenant_policy_sql
 
 revision: str = "0009"
 down_revision: str | None = "0008"
@@ -63,12 +63,8 @@ def upgrade() -> None:
             referent_schema="cortex",
         )
     op.execute(read_sql("functions/note_ids/v1.sql"))
-    op.execute("ALTER TABLE cortex.note_ids ENABLE ROW LEVEL SECURITY")
-    op.execute(
-        "CREATE POLICY tenant_isolation ON cortex.note_ids "
-        "USING (user_id = current_setting('cortex.user_id', true)) "
-        "WITH CHECK (user_id = current_setting('cortex.user_id', true))"
-    )
+    for statement in tenant_policy_sql("note_ids"):
+        op.execute(statement)
 
 
 def downgrade() -> None:
