@@ -1,11 +1,12 @@
 """Exact references for the speed benchmark: brute-force cosine top-k and hybrid search in Python.
 
 ``exact_hybrid`` recomputes, over every note of a tenant, the ranking that
-``cortex.search_notes`` (``sql/functions/search_notes/v5.sql``) documents, so the benchmark can
+``cortex.search_notes`` (``sql/functions/search_notes/v6.sql``) documents, so the benchmark can
 measure how far the database's bounded candidate lists stray from it:
 
 * v = the mean of the query's cosine with the note's text embedding and with its context
-  embedding (the text's cosine when it has none); vector candidates: the ``pool`` best notes;
+  embedding (the text's cosine when it has none); vector candidates: the ``pool`` notes whose
+  text embedding is nearest;
 * s = Okapi BM25 over the query's lexemes (``to_tsvector('english')``, without quotes or
   backslashes, in order of first position, at most 64), k1 = 1.2, b = 0.75,
   ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))``, N and df over the tenant's current notes,
@@ -18,7 +19,7 @@ measure how far the database's bounded candidate lists stray from it:
 * smoothing: ``r = minmax(rel)`` over the expanded set (rel itself when all are equal),
   ``relevance = (r + 0.3 max(r_prev,
   r_next)) / 1.3`` (a neighbour counts only when it is itself a candidate);
-* ``pool = max(2 * limit, 40)``; results by relevance descending, ties by id.
+* ``pool = max(2 * limit, 20)``; results by relevance descending, ties by id.
 
 Ids are compared as strings: PostgreSQL orders uuids bytewise, as their lowercase hex text.
 """
@@ -61,8 +62,8 @@ WHERE n.user_id = :user_id AND n.merged_into IS NULL
 
 
 def pool_size(limit: int) -> int:
-    """Candidates per ranker: ``max(2 * limit, 40)``, at most 1000."""
-    return min(max(2 * limit, 40), 1000)
+    """Candidates per ranker: ``max(2 * limit, 20)``, at most 1000."""
+    return min(max(2 * limit, 20), 1000)
 
 
 def parse_tsvector(value: str) -> dict[str, int]:
@@ -243,8 +244,7 @@ def exact_hybrid(
         else:
             d_ctx = np.full(len(d_text), np.nan)
         d_ctx = np.where(np.isnan(d_ctx), d_text, d_ctx)
-        best = np.minimum(d_text, d_ctx)
-        nearest = sorted(range(index.n), key=lambda r: (best[r], index.ids[r]))[:pool]
+        nearest = sorted(range(index.n), key=lambda r: (d_text[r], index.ids[r]))[:pool]
         v_all = {r: ((1 - d_text[r]) + (1 - d_ctx[r])) / 2 for r in range(index.n)}
     score, _cov = bm25_scores(index, terms) if terms else ({}, {})
     pool_rows = set(nearest if vector_on else []) | set(score)

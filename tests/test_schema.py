@@ -156,7 +156,7 @@ def test_hnsw_index_per_model_is_partial_and_used(store):
         )
     assert len(defs) == 1
     assert "hnsw" in defs[0] and "vector(384)" in defs[0] and "vector_cosine_ops" in defs[0]
-    assert "WHERE (model = 'hashing-384'::text)" in defs[0]
+    assert "WHERE ((model = 'hashing-384'::text) AND (kind = 'text'::text))" in defs[0]
     store.add_many([{"content": f"row {i}", "user_id": f"u{i % 3}"} for i in range(300)], to_stm=False)
     vec = "[" + ",".join(["0.05"] * 384) + "]"
     with store.engine.begin() as conn:
@@ -165,7 +165,7 @@ def test_hnsw_index_per_model_is_partial_and_used(store):
             conn.execute(
                 text(
                     "EXPLAIN SELECT note_id FROM cortex.embeddings WHERE model = 'hashing-384' "
-                    "ORDER BY embedding::vector(384) <=> CAST(:v AS vector(384)) LIMIT 5"
+                    "AND kind = 'text' ORDER BY embedding::vector(384) <=> CAST(:v AS vector(384)) LIMIT 5"
                 ),
                 {"v": vec},
             ).scalars()

@@ -170,8 +170,11 @@ class Embedding(Base):
     ``kind`` ``text``: window ``window_no`` of the note's own text (0 when it fits the model's
     window); ``context``: the note read with the conversation before it. Search scores a note
     by its best embedding. The column is an untyped ``vector``; each registered model gets a
-    partial HNSW index on ``(embedding::vector(dim)) vector_cosine_ops WHERE model = '<name>'``
-    (``halfvec`` above 2,000 dimensions; see ``cortex.register_embedding_model``).
+    partial HNSW index on ``(embedding::vector(dim)) vector_cosine_ops WHERE model = '<name>'
+    AND kind = 'text'`` (``halfvec`` above 2,000 dimensions; see
+    ``cortex.register_embedding_model``). The table is hash-partitioned by ``user_id`` into 32
+    partitions (Alembic 0013, schema ``cortex_partitions``), so a tenant's vector search walks
+    one partition's part of the index.
     """
 
     __tablename__ = "embeddings"

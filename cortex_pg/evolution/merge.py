@@ -30,6 +30,7 @@ from sqlalchemy import Connection, text
 from cortex_pg.embeddings.base import Embedder
 from cortex_pg.errors import NotFoundError, ValidationError, translate_db_errors
 from cortex_pg.store import validation
+from cortex_pg.store.rows import vector_literal
 
 if TYPE_CHECKING:
     from cortex_pg.store.memory_store import MemoryStore
@@ -115,10 +116,6 @@ def _union(first: list[str], second: list[str]) -> list[str]:
     return list(dict.fromkeys([*first, *second]))
 
 
-def _vector_literal(vec: list[float]) -> str:
-    return "[" + ",".join(repr(float(x)) for x in vec) + "]"
-
-
 def merge_in(
     conn: Connection,
     embedder: Embedder,
@@ -197,7 +194,7 @@ def merge_in(
     conn.execute(text(MARK_SOURCE), {**values, "entry": json.dumps([source_entry])})
     conn.execute(text("DELETE FROM cortex.stm_notes WHERE user_id = :user_id AND id = :source"), values)
     conn.execute(text(UPDATE_TARGET), {**values, "entry": json.dumps([target_entry])})
-    literal = _vector_literal(vector) if vector is not None else None
+    literal = vector_literal(vector) if vector is not None else None
     conn.execute(text(UPDATE_TARGET_STM), {**values, "embedding": literal, "model": embedder.name})
     if literal is not None:
         emb = {"user_id": user_id, "target": target_id, "model": embedder.name}

@@ -2,7 +2,8 @@
 then switch in one transaction.
 
 1. :func:`prepare` registers the new model (inactive) and builds its partial HNSW index with
-   ``CREATE INDEX CONCURRENTLY`` (autocommit, no long lock on ``cortex.embeddings``).
+   ``CREATE INDEX CONCURRENTLY`` on each partition of ``cortex.embeddings``, attached to the
+   partitioned index (autocommit, no long lock; ``cortex.embedding_index_steps``).
 2. :func:`backfill` embeds, in batches of its own transaction each, every current note that
    has no embedding of the new model (its text, and its context as the store writes it) (``FOR UPDATE SKIP LOCKED``: several runs can share the
    work; a killed run resumes where the tables say it stopped). Searches keep using the
@@ -25,6 +26,7 @@ from sqlalchemy import Engine, text
 from cortex_pg.embeddings.base import Embedder
 from cortex_pg.errors import EmbeddingDimensionError, ValidationError, translate_db_errors
 from cortex_pg.store import validation
+from cortex_pg.store.rows import vector_literal
 from cortex_pg.store.writing import write_context_embeddings
 
 MISSING = """
@@ -48,10 +50,6 @@ DO UPDATE SET embedding = EXCLUDED.embedding, created_at = now()
 """
 
 
-def _literal(vec: list[float]) -> str:
-    return "[" + ",".join(repr(float(x)) for x in vec) + "]"
-
-
 def prepare(engine: Engine, embedder: Embedder) -> str:
     """Register ``embedder``'s model (not active) and build its HNSW index concurrently.
 
@@ -71,24 +69,16 @@ def prepare(engine: Engine, embedder: Embedder) -> str:
         if stored is not None and stored != dim:
             raise EmbeddingDimensionError(name, stored, dim)
         index = conn.execute(text("SELECT cortex.embedding_index_name(:m)"), {"m": name}).scalar_one()
-        valid = conn.execute(
-            text(
-                "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-                "JOIN pg_namespace s ON s.oid = c.relnamespace WHERE s.nspname = 'cortex' AND c.relname = :i"
-            ),
-            {"i": index},
-        ).scalar()
+    # one concurrent build per partition of cortex.embeddings, then attach; a build that was
+    # interrupted is resumed (the steps are what the catalog still lacks)
     with translate_db_errors(), engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        if valid is False:  # a concurrent build that was interrupted leaves an invalid index
-            conn.exec_driver_sql(
-                psql.SQL("DROP INDEX CONCURRENTLY IF EXISTS cortex.{}")
-                .format(psql.Identifier(index))
-                .as_string(None)
-            )
-        ddl = conn.execute(
-            text("SELECT cortex.embedding_index_ddl(:m, :d, true)"), {"m": name, "d": dim}
-        ).scalar_one()
-        conn.execute(text(ddl))
+        steps = (
+            conn.execute(text("SELECT cortex.embedding_index_steps(:m, :d)"), {"m": name, "d": dim})
+            .scalars()
+            .all()
+        )
+        for step in steps:
+            conn.exec_driver_sql(step)
     with translate_db_errors(), engine.begin() as conn:
         conn.execute(text("SELECT cortex.register_embedding_model(:m, :d, false)"), {"m": name, "d": dim})
     return index
@@ -115,7 +105,12 @@ def backfill(
                 return total
             vectors = embedder.embed([validation.embedding_text(r.content) for r in rows])
             payload = [
-                {"user_id": r.user_id, "id": str(r.id), "session_id": r.session_id, "embedding": _literal(v)}
+                {
+                    "user_id": r.user_id,
+                    "id": str(r.id),
+                    "session_id": r.session_id,
+                    "embedding": vector_literal(v),
+                }
                 for r, v in zip(rows, vectors, strict=True)
             ]
             import json
@@ -164,7 +159,7 @@ def activate(engine: Engine, embedder: Embedder) -> dict[str, int]:
                                 "user_id": r.user_id,
                                 "id": str(r.id),
                                 "session_id": r.session_id,
-                                "embedding": _literal(v),
+                                "embedding": vector_literal(v),
                             }
                             for r, v in zip(rows, vectors, strict=True)
                         ]
@@ -191,7 +186,7 @@ def activate(engine: Engine, embedder: Embedder) -> dict[str, int]:
                     "m": embedder.name,
                     "rows": json.dumps(
                         [
-                            {"user_id": r.user_id, "id": str(r.id), "embedding": _literal(v)}
+                            {"user_id": r.user_id, "id": str(r.id), "embedding": vector_literal(v)}
                             for r, v in zip(stm, vectors, strict=True)
                         ]
                     ),
@@ -223,11 +218,11 @@ def drop_model(engine: Engine, model: str) -> int:
             raise ValidationError("model", f"{model!r} is the active model; activate another one first")
         n = conn.execute(text("DELETE FROM cortex.embeddings WHERE model = :m"), {"m": model}).rowcount
         conn.execute(text("DELETE FROM cortex.embedding_models WHERE model = :m"), {"m": model})
-    with translate_db_errors(), engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+    # an index of a partitioned table is dropped with a short exclusive lock (PostgreSQL has no
+    # DROP INDEX CONCURRENTLY for it); the model is unused by then
+    with translate_db_errors(), engine.begin() as conn:
         conn.exec_driver_sql(
-            psql.SQL("DROP INDEX CONCURRENTLY IF EXISTS cortex.{}")
-            .format(psql.Identifier(row.index_name))
-            .as_string(None)
+            psql.SQL("DROP INDEX IF EXISTS cortex.{}").format(psql.Identifier(row.index_name)).as_string(None)
         )
     return n
 
