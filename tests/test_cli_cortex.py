@@ -182,7 +182,7 @@ def test_import_keeps_links_importance_and_is_validated_first(db_url, tmp_path):
     )
     assert r.exit_code == 0, r.output
     assert store.get(a, user_id="u1").importance == pytest.approx(0.95)
-    from cortex_pg.evolution.links import get_links
+    from cortex_pg.store.links import get_links
 
     assert get_links(store, a)[b]["type"] == "contradicts"
     assert get_links(store, b)[a]["type"] == "contradicted_by"

@@ -7,7 +7,7 @@ from sqlalchemy import text
 
 from cortex_pg import NotFoundError, ValidationError
 from cortex_pg.evolution import get_links, linked_notes, set_links
-from cortex_pg.evolution.links import reciprocal_strength, reciprocal_type
+from cortex_pg.store.links import reciprocal_strength, reciprocal_type
 
 
 def test_reciprocal_rules():

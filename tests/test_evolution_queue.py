@@ -11,8 +11,8 @@ from sqlalchemy import text
 
 from cortex_pg import ValidationError
 from cortex_pg.evolution import Worker, get_links, heuristic_decider
-from cortex_pg.evolution import queue as jobq
 from cortex_pg.evolution.decide import NoteView, heuristic_decision, parse_decision
+from cortex_pg.store import jobs as jobq
 from cortex_pg.store import validation
 
 

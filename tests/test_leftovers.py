@@ -19,9 +19,9 @@ from sqlalchemy import text
 from cortex_pg import MergedNoteError, ServerError, ValidationError
 from cortex_pg.db import embedded
 from cortex_pg.evolution import get_links, merge_notes
-from cortex_pg.evolution.links import Link, write_links
 from cortex_pg.evolution.merge import merge_in
 from cortex_pg.ingest import LocomoTimeWarning, read_locomo
+from cortex_pg.store.links import Link, write_links
 
 
 def _waiting_on_a_lock(store) -> bool:

@@ -78,7 +78,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Show evolution job counts by status (queued, running, done, failed)."""
         from cortex_pg.db.engine import create_engine_for, resolve_url
-        from cortex_pg.evolution import queue
+        from cortex_pg.store import jobs as queue
 
         engine = create_engine_for(resolve_url(None, settings=_settings(ctx, database_url, None)))
         try:

@@ -35,12 +35,12 @@ from sqlalchemy import text
 from cortex_pg.embeddings import HashingEmbedder, MiniLMEmbedder, OpenAIEmbedder
 from cortex_pg.embeddings.base import Embedder
 from cortex_pg.errors import NotFoundError, ValidationError
-from cortex_pg.evolution import queue
 from cortex_pg.evolution.decide import NoteView, heuristic_decider
 from cortex_pg.evolution.decide import build_prompt as evolution_prompt
 from cortex_pg.evolution.worker import Worker
 from cortex_pg.llm import ContentAnalyzer, LLMError, light_keywords, llm_from_settings, prompts
 from cortex_pg.store import MemoryStore, Note, SearchResult
+from cortex_pg.store import jobs as queue
 from cortex_pg.store import validation as v
 from cortex_pg.temporal import auto_temporal_weight, parse_date_range
 
@@ -537,7 +537,7 @@ class AgenticMemorySystem:
     def _check_links(self, links: Any, user_id: str | None) -> None:
         import uuid as _uuid
 
-        from cortex_pg.evolution.links import parse_links
+        from cortex_pg.store.links import parse_links
 
         parsed = parse_links(_uuid.uuid4(), links)
         uid = v.scope_id(user_id, "user_id")

@@ -18,7 +18,6 @@ from sqlalchemy import Connection, text
 
 from cortex_pg.embeddings.base import Embedder
 from cortex_pg.errors import CortexPGError
-from cortex_pg.evolution import links as note_links
 from cortex_pg.evolution.decide import (
     ENTITY_MIN_IDF,
     Decider,
@@ -28,6 +27,7 @@ from cortex_pg.evolution.decide import (
     resolve,
 )
 from cortex_pg.evolution.merge import merge_in
+from cortex_pg.store import links as note_links
 
 DEFAULT_K = 4
 #: Notes beyond the k nearest that share a specific entity with the note, shown as well.

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cortex_pg.errors import translate_db_errors
-from cortex_pg.evolution import queue
 from cortex_pg.evolution.decide import Decider, heuristic_decider
 from cortex_pg.evolution.evolve import DEFAULT_K, evolve_note
+from cortex_pg.store import jobs as queue
 
 if TYPE_CHECKING:
     from cortex_pg.store.memory_store import MemoryStore

@@ -192,7 +192,7 @@ class NoteSearch:
             rows = conn.execute(text(sql.SEARCH), params).mappings().all()
             results = [result_from_row(r) for r in rows]
             if include_links and results:
-                from cortex_pg.evolution.traversal import expand_results
+                from cortex_pg.store.traversal import expand_results
 
                 results += expand_results(conn, uid, results, extra=lim, depth=depth, session_id=sid)
         return results

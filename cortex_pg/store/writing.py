@@ -321,7 +321,7 @@ class NoteWriter:
             rows = [r for r in rows if r["id"] in inserted]
         payload = {"rows": json.dumps(rows)}
         if enqueue and rows:
-            from cortex_pg.evolution import queue
+            from cortex_pg.store import jobs as queue
 
             queue.enqueue(conn, [r["user_id"] for r in rows], [uuid.UUID(r["id"]) for r in rows])
         if self.extract_entities and rows:
@@ -408,7 +408,7 @@ class NoteWriter:
         memory_type, time (the memory's own time), metadata (merged into the stored dict:
         keys given replace, other keys stay; a value of None deletes the key), links
         (``{target_id: {type, strength, reason}}``: the note's outgoing links become these,
-        written with their reciprocals by :func:`cortex_pg.evolution.links.replace_links` in
+        written with their reciprocals by :func:`cortex_pg.store.links.replace_links` in
         the same transaction; ``links={}`` clears them).
 
         Args:
@@ -426,7 +426,7 @@ class NoteWriter:
         given_session = fields.pop("session_id", None)
         new_links = None
         if "links" in fields:
-            from cortex_pg.evolution import links as note_links
+            from cortex_pg.store import links as note_links
 
             new_links = note_links.parse_links(nid, fields.pop("links"))
         unknown = set(fields) - set(UPDATABLE_FIELDS)

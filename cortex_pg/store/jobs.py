@@ -1,0 +1,268 @@
+"""The durable evolution queue: rows of ``cortex.evolution_jobs``.
+
+Enqueue happens in the caller's transaction (the one that inserts the notes), so a note and
+its job commit or roll back together. A worker takes jobs in a short transaction
+(``SELECT ... FOR UPDATE SKIP LOCKED``: status ``running``, ``locked_by``/``locked_at`` set,
+``attempts`` + 1) and finishes each one in the transaction that writes its effects
+(:func:`finish`), guarded by its lease: if the lock was taken over meanwhile, the finish
+updates no row and the effects are rolled back with it. A job whose lock is older than the
+lock timeout (its worker died) is taken again; after ``max_attempts`` it is ``failed``.
+
+Channel: every enqueue sends ``NOTIFY cortex_evolution`` (delivered at commit) so idle
+workers can wake at once; polling stays the fallback.
+
+Cross-tenant by design: workers serve every user, so the take statement is the one query that
+does not filter on ``user_id`` (it reads the small partial indexes of ready and locked jobs).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, text
+
+CHANNEL = "cortex_evolution"
+DEFAULT_KIND = "evolve"
+DEFAULT_MAX_ATTEMPTS = 5
+
+ENQUEUE = """
+WITH new_jobs AS (
+    INSERT INTO cortex.evolution_jobs (user_id, note_id, kind, max_attempts)
+    SELECT k.user_id, k.note_id, :kind, :max_attempts
+    FROM unnest(CAST(:users AS text[]), CAST(:ids AS uuid[])) AS k(user_id, note_id)
+    ON CONFLICT (user_id, note_id, kind) WHERE status IN ('queued', 'running') DO NOTHING
+    RETURNING id
+)
+SELECT count(*) AS n FROM new_jobs
+"""
+
+# Jobs whose worker died too often: give up on them (the take below skips them afterwards).
+REAP = """
+UPDATE cortex.evolution_jobs
+SET status = 'failed', locked_by = NULL, updated_at = now(),
+    error = coalesce(error || E'\\n', '')
+            || format('lock of worker %s expired (older than %s s) on attempt %s of %s',
+                      locked_by, :lock_timeout, attempts, max_attempts)
+WHERE status = 'running' AND locked_at < now() - make_interval(secs => :lock_timeout)
+  AND attempts >= max_attempts
+"""
+
+TAKE = """
+WITH picked AS (
+    SELECT j.user_id, j.id
+    FROM cortex.evolution_jobs j
+    WHERE ((j.status = 'queued' AND j.run_after <= now())
+        OR (j.status = 'running' AND j.locked_at < now() - make_interval(secs => :lock_timeout)))
+      AND (CAST(:kinds AS text[]) IS NULL OR j.kind = ANY(CAST(:kinds AS text[])))
+      AND (CAST(:note_ids AS uuid[]) IS NULL OR j.note_id = ANY(CAST(:note_ids AS uuid[])))
+    ORDER BY j.run_after, j.id
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE cortex.evolution_jobs j
+SET status = 'running', locked_by = :worker, locked_at = now(), attempts = j.attempts + 1,
+    updated_at = now()
+FROM picked
+WHERE j.user_id = picked.user_id AND j.id = picked.id
+RETURNING j.user_id, j.id, j.note_id, j.kind, j.attempts, j.max_attempts, j.locked_at
+"""
+
+FINISH = """
+UPDATE cortex.evolution_jobs
+SET status = 'done', locked_by = NULL, error = NULL, result = CAST(:result AS jsonb), updated_at = now()
+WHERE user_id = :user_id AND id = :id AND status = 'running' AND locked_by = :worker AND attempts = :attempts
+"""
+
+# Back to the queue with run_after = now() + backoff, or failed for good after max_attempts.
+FAIL = """
+UPDATE cortex.evolution_jobs
+SET status = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
+    run_after = CASE WHEN attempts >= max_attempts THEN run_after
+                     ELSE now() + make_interval(secs => :backoff) END,
+    locked_by = NULL, locked_at = NULL, error = :error, updated_at = now()
+WHERE user_id = :user_id AND id = :id AND status = 'running' AND locked_by = :worker AND attempts = :attempts
+RETURNING status
+"""
+
+RETRY_FAILED = """
+UPDATE cortex.evolution_jobs
+SET status = 'queued', attempts = 0, run_after = now(), locked_by = NULL, locked_at = NULL,
+    updated_at = now()
+WHERE status = 'failed' AND (CAST(:user_id AS text) IS NULL OR user_id = :user_id)
+  AND NOT EXISTS (
+      SELECT 1 FROM cortex.evolution_jobs a
+      WHERE a.user_id = evolution_jobs.user_id AND a.note_id = evolution_jobs.note_id
+        AND a.kind = evolution_jobs.kind AND a.status IN ('queued', 'running'))
+  AND id = (
+      SELECT max(f.id) FROM cortex.evolution_jobs f
+      WHERE f.user_id = evolution_jobs.user_id AND f.note_id = evolution_jobs.note_id
+        AND f.kind = evolution_jobs.kind AND f.status = 'failed')
+RETURNING id
+"""
+
+COUNTS = """
+SELECT s.status, count(j.id) AS n
+FROM unnest(ARRAY['queued', 'running', 'done', 'failed']) AS s(status)
+LEFT JOIN cortex.evolution_jobs j
+  ON j.status = s.status AND (CAST(:user_id AS text) IS NULL OR j.user_id = :user_id)
+GROUP BY s.status
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A job taken by a worker (its lease).
+
+    Attributes:
+        attempts: this attempt's number, 1-based (incremented when taken).
+        locked_at: when the lease started (aware UTC).
+    """
+
+    user_id: str
+    id: int
+    note_id: uuid.UUID
+    kind: str
+    attempts: int
+    max_attempts: int
+    locked_at: datetime
+    worker: str
+
+
+def enqueue(
+    conn: Connection,
+    user_ids: Sequence[str],
+    note_ids: Sequence[uuid.UUID | str],
+    *,
+    kind: str = DEFAULT_KIND,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+) -> int:
+    """Queue one job per note in the caller's transaction, and notify :data:`CHANNEL` at commit.
+
+    A note that already has a queued or running job of this kind gets no second one.
+
+    Args:
+        conn: a connection inside the transaction that inserted the notes.
+        user_ids, note_ids: parallel sequences, one entry per note.
+        kind: job kind (``"evolve"``).
+        max_attempts: attempts before the job stays ``failed``, >= 1.
+
+    Returns:
+        The number of jobs created.
+    """
+    if len(user_ids) != len(note_ids):
+        raise ValueError("user_ids and note_ids must have the same length")
+    if not note_ids:
+        return 0
+    row = conn.execute(
+        text(ENQUEUE),
+        {
+            "users": list(user_ids),
+            "ids": [str(i) for i in note_ids],
+            "kind": kind,
+            "max_attempts": max_attempts,
+        },
+    ).one()
+    if row.n:
+        conn.execute(text("SELECT pg_notify(:channel, '')"), {"channel": CHANNEL})
+    return int(row.n)
+
+
+def take(
+    conn: Connection,
+    worker: str,
+    *,
+    limit: int = 1,
+    lock_timeout: float = 300.0,
+    kinds: Sequence[str] | None = None,
+    note_ids: Sequence[uuid.UUID | str] | None = None,
+) -> list[Job]:
+    """Take up to ``limit`` ready jobs for ``worker``; commit right after so the lease is visible.
+
+    Ready: queued with ``run_after <= now()``, or running with a lock older than
+    ``lock_timeout`` seconds (a dead worker's). Jobs locked by another transaction are
+    skipped (``FOR UPDATE SKIP LOCKED``), so concurrent takers never get the same job.
+    Expired jobs that used all their attempts are marked failed first.
+
+    Args:
+        worker: the taker's id (stored in ``locked_by``).
+        lock_timeout: seconds after which a running job's lock counts as abandoned.
+        kinds / note_ids: restrict to jobs of these kinds / notes (None = any); inline
+            processing takes the jobs of the notes it has just added.
+
+    Returns:
+        The jobs taken, oldest ``run_after`` first.
+    """
+    conn.execute(text(REAP), {"lock_timeout": lock_timeout})
+    rows = conn.execute(
+        text(TAKE),
+        {
+            "worker": worker,
+            "limit": limit,
+            "lock_timeout": lock_timeout,
+            "kinds": list(kinds) if kinds is not None else None,
+            "note_ids": [str(i) for i in note_ids] if note_ids is not None else None,
+        },
+    ).all()
+    return [
+        Job(r.user_id, r.id, r.note_id, r.kind, r.attempts, r.max_attempts, r.locked_at, worker) for r in rows
+    ]
+
+
+def finish(conn: Connection, job: Job, result: dict[str, Any]) -> bool:
+    """Mark ``job`` done inside the transaction that wrote its effects.
+
+    Returns:
+        False when the lease was lost (the job was taken over after the lock timeout); the
+        caller must then roll the transaction back so the effects are not written twice.
+    """
+    n = conn.execute(
+        text(FINISH),
+        {
+            "user_id": job.user_id,
+            "id": job.id,
+            "worker": job.worker,
+            "attempts": job.attempts,
+            "result": json.dumps(result),
+        },
+    ).rowcount
+    return n == 1
+
+
+def backoff_seconds(attempts: int, base: float = 2.0, cap: float = 600.0) -> float:
+    """Delay before attempt ``attempts + 1``: ``min(cap, base * 2 ** (attempts - 1))`` seconds."""
+    return float(min(cap, base * 2 ** max(0, attempts - 1)))
+
+
+def fail(conn: Connection, job: Job, error: str, *, backoff: float) -> str | None:
+    """Record a failed attempt: back to ``queued`` after ``backoff`` seconds, or ``failed``.
+
+    Returns:
+        The new status, or None when the lease was lost (nothing changed).
+    """
+    row = conn.execute(
+        text(FAIL),
+        {
+            "user_id": job.user_id,
+            "id": job.id,
+            "worker": job.worker,
+            "attempts": job.attempts,
+            "error": error[:10_000],
+            "backoff": backoff,
+        },
+    ).first()
+    return None if row is None else row.status
+
+
+def retry_failed(conn: Connection, *, user_id: str | None = None) -> int:
+    """Queue failed jobs again (attempts reset to 0); returns how many were re-queued."""
+    return len(conn.execute(text(RETRY_FAILED), {"user_id": user_id}).all())
+
+
+def counts(conn: Connection, *, user_id: str | None = None) -> dict[str, int]:
+    """Jobs per status (``queued``, ``running``, ``done``, ``failed``; zeros included)."""
+    return {r.status: int(r.n) for r in conn.execute(text(COUNTS), {"user_id": user_id})}
