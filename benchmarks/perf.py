@@ -335,7 +335,9 @@ class Bench:
             after = conn.execute(text("SELECT pg_database_size(current_database())")).scalar_one()
             rels = conn.execute(
                 text(
-                    "SELECT c.relname, pg_total_relation_size(c.oid) AS bytes FROM pg_class c "
+                    # a partitioned table or index: the sum over its partitions
+                    "SELECT c.relname, coalesce((SELECT sum(pg_total_relation_size(t.relid)) "
+                    "FROM pg_partition_tree(c.oid) t), pg_total_relation_size(c.oid)) AS bytes FROM pg_class c "
                     "JOIN pg_namespace n ON n.oid = c.relnamespace "
                     "WHERE n.nspname = 'cortex' AND (c.relname IN "
                     "('notes', 'embeddings', 'bm25_postings', 'bm25_terms', 'bm25_corpus') "
