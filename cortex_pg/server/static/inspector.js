@@ -5,6 +5,8 @@
 
 (function () {
   const KEY_STORAGE = "cortex-pg-api-key";
+  // bookkeeping columns a history entry carries that say nothing to a reader
+  const HIDDEN_HISTORY_KEYS = new Set(["id", "user_id", "seq", "content_hash"]);
   const state = { graphs: {}, lastError: null };
   window.cortexInspector = state; // for tests and the console: state.graphs.note / .entity
 
@@ -30,10 +32,12 @@
     return String(name).split(/\s+/).filter(Boolean).join(" ").toLowerCase();
   }
 
-  function status(text, isError) {
+  // data-state: busy while a search runs, then done or error (tests wait on it)
+  function status(text, isError, busy) {
     const s = $("status");
     s.textContent = text;
     s.className = isError ? "error" : "muted";
+    s.dataset.state = busy ? "busy" : isError ? "error" : "done";
   }
 
   async function api(path, options) {
@@ -122,7 +126,7 @@
     const tbody = document.querySelector("#results tbody");
     try {
       const body = searchBody();
-      status("searching…");
+      status("searching…", false, true);
       const out = await api("/search", { method: "POST", body: JSON.stringify(body) });
       tbody.replaceChildren(...out.results.map(resultRow));
       status(out.results.length + " result" + (out.results.length === 1 ? "" : "s"));
@@ -206,7 +210,7 @@
         const li = el("li");
         li.appendChild(el("strong", h.op));
         li.appendChild(el("span", " " + h.changed_at.slice(0, 19).replace("T", " ")));
-        const changed = Object.keys(h.new || h.old || {}).filter((k) => k !== "id");
+        const changed = Object.keys(h.new || h.old || {}).filter((k) => !HIDDEN_HISTORY_KEYS.has(k));
         for (const k of changed) {
           const before = h.old && k in h.old ? JSON.stringify(h.old[k]) : "";
           const after = h.new && k in h.new ? JSON.stringify(h.new[k]) : "";
