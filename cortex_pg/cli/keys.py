@@ -51,10 +51,10 @@ def create(
         new = create_key(engine, user, name=name)
     finally:
         engine.dispose()
-    err_console.print(
+    typer.echo(
         f"API key {new.info.id} ({new.info.prefix}...) for user {new.info.user_id!r}; "
         "it is shown only now: store it (send it as 'Authorization: Bearer KEY')",
-        highlight=False,
+        err=True,
     )
     typer.echo(new.key)
 

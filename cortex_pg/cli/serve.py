@@ -78,10 +78,10 @@ def serve(
     try:
         app = create_app(store, auth=not no_auth, user_id=user)
         shown = f"[{host}]" if ":" in host else host
-        err_console.print(
+        typer.echo(
             f"cortex-pg serving on http://{shown}:{port} (API keys {'off' if no_auth else 'required'}; "
             "OpenAPI at /openapi.json, inspector at /ui)",
-            highlight=False,
+            err=True,
         )
         uvicorn.run(app, host=host, port=port, log_level=log_level)
     finally:
