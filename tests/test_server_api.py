@@ -183,6 +183,7 @@ BAD_REQUESTS = [
     ("get", "/notes?limt=5", None, "limt", "not a query parameter"),
     ("get", "/notes/not-a-uuid", None, "id", ""),
     ("get", "/entities/Alice/related?depth=11", None, "depth", ""),
+    ("get", "/entities/a%00b", None, "name", "NUL"),
 ]
 
 

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, Path, Query
 
 from cortex_pg.db import tenancy
 from cortex_pg.entities.extract import fold
-from cortex_pg.entities.repository import EntityStore
+from cortex_pg.entities.repository import EntityStore, entity_name
 from cortex_pg.errors import NotFoundError
 from cortex_pg.server.auth import Service, current_user, service
 from cortex_pg.server.errors import documented
@@ -42,7 +42,7 @@ def get_entity(
     name: str = Name, user: str = Depends(current_user), svc: Service = Depends(service)
 ) -> EntityDetail:
     """An entity: counters, snippets, the notes that mention it and its facts valid now."""
-    graph = _graph(svc)
+    name, graph = entity_name(name, "name"), _graph(svc)
     with tenancy.tenant_scope(user):
         record = graph.entity(user, name)
         if record is None:
@@ -65,7 +65,7 @@ def related_entities(
 ) -> Neighbourhood:
     """Entities within ``depth`` hops (facts valid now, either direction) and the facts among
     them and the entity: what the inspector draws."""
-    graph = _graph(svc)
+    name, graph = entity_name(name, "name"), _graph(svc)
     with tenancy.tenant_scope(user):
         record = graph.entity(user, name)
         if record is None:
