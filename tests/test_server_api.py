@@ -295,6 +295,7 @@ def test_an_unreachable_database_is_503_and_health_says_so(server_url, template_
             drop_database(server_url, name)
             down = c.get("/health")
             assert down.status_code == 503 and down.json()["error"]["type"] == "unavailable"
+            assert name not in down.text and "try again later" in down.json()["error"]["reason"]
             assert c.get("/notes", headers=bearer(key)).status_code == 503
     finally:
         store.close()

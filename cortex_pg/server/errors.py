@@ -24,7 +24,8 @@ no or unknown bearer key                       401    unauthorized
 any other error                                500    server_error
 =============================================  =====  ====================
 
-A 500 says only that the server failed (the traceback goes to the log, never to the client).
+A 5xx says only that the server or its database failed; the details (and a 500's traceback) go
+to the log, never to the client.
 """
 
 from __future__ import annotations
@@ -132,8 +133,13 @@ def _field_of_cortex(exc: CortexPGError) -> tuple[str | None, str]:
 async def _cortex_error(request: Request, exc: CortexPGError) -> JSONResponse:
     status, kind = status_of(exc)
     if status >= 500:
-        log.error("%s %s failed: %s", request.method, request.url.path, exc, exc_info=exc)
-        reason = str(exc) if status == 503 else "the server failed; see its log"
+        # the details (server names, SQL states) are for the operator's log, not the client
+        if status == 503:
+            log.error("%s %s: database unavailable: %s", request.method, request.url.path, exc)
+            reason = "the database is unavailable; try again later (details in the server's log)"
+        else:
+            log.error("%s %s failed: %s", request.method, request.url.path, exc, exc_info=exc)
+            reason = "the server failed; see its log"
         return JSONResponse(error_body(kind, None, reason), status_code=status)
     field, reason = _field_of_cortex(exc)
     return JSONResponse(error_body(kind, field, reason), status_code=status)
