@@ -182,6 +182,7 @@ def test_a_foreign_key_to_the_note_id_registry_is_allowed(engine):
     assert refs == [
         "SELECT create_reference_table('cortex.embedding_models')",
         "SELECT create_reference_table('cortex.note_ids')",
+        "SELECT create_reference_table('cortex.api_keys')",
     ]
     # the registry must be a reference table before notes references it
     assert stmts.index(refs[1]) < next(i for i, s in enumerate(stmts) if "'cortex.notes'" in s)
@@ -305,6 +306,7 @@ def test_distribution_statements_run_in_order_against_stubs(stubbed):
     assert [c[1] for c in calls if c[0] == "create_reference_table"] == [
         "cortex.embedding_models",
         "cortex.note_ids",
+        "cortex.api_keys",
     ]
     dist = [c for c in calls if c[0] == "create_distributed_table"]
     assert dist[0] == ("create_distributed_table", "cortex.notes", "user_id", "none")

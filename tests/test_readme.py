@@ -98,5 +98,9 @@ def test_every_readme_and_docs_block_runs_as_pasted(journey_env):
     assert "ltm+stm" in demo and " read, " in demo and "Maya" in demo
     where = next(o for b, o in ran if 'path=".cortex-demo"' in b)
     assert "notes;" in where and int(where.split()[0]) > 0
+    served = next(o for b, o in ran if "cortex-pg serve" in b)
+    assert '"status":"ok"' in served and '"user_id":"alice"' in served and "Lisbon" in served
+    assert '"semantic_score":' in served and '"text_score":' in served
+    assert '"type":"unauthorized"' in served and '"field":"Authorization"' in served
     stopped = next(o for b, o in ran if "db stop --all" in b)
     assert "stopped: " in stopped and not embedded.is_running(ROOT / ".cortex-demo")

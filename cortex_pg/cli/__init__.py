@@ -6,6 +6,8 @@
 * :mod:`~cortex_pg.cli.entities` — ``entities``
 * :mod:`~cortex_pg.cli.evolution` — ``worker``, ``jobs``
 * :mod:`~cortex_pg.cli.cortex` — ``cortex`` (the Prem Cortex test CLI)
+* :mod:`~cortex_pg.cli.serve` — ``serve`` (the HTTP service and inspector, extra ``server``)
+* :mod:`~cortex_pg.cli.keys` — ``keys create|list|revoke`` (the service's API keys)
 
 Global options (also from the environment): ``--database-url`` / ``DATABASE_URL`` (an external
 PostgreSQL; default: the embedded server), ``--home`` / ``CORTEX_PG_HOME`` (the embedded
@@ -21,7 +23,7 @@ from typing import Annotated
 
 import typer
 
-from cortex_pg.cli import cortex, db, entities, evolution, models, notes
+from cortex_pg.cli import cortex, db, entities, evolution, keys, models, notes, serve
 from cortex_pg.cli.common import Options
 
 app = typer.Typer(help="cortex-pg: long-term memory for AI agents, in PostgreSQL.", no_args_is_help=True)
@@ -46,7 +48,7 @@ def main(
     ctx.obj = Options(database_url, home, embedder)
 
 
-for _group in (db, notes, models, entities, evolution, cortex):
+for _group in (db, notes, models, entities, evolution, cortex, serve, keys):
     _group.register(app)
 
 __all__ = ["app"]

@@ -38,6 +38,7 @@ DISTRIBUTION_COLUMN = "user_id"
 REFERENCE_TABLES: tuple[str, ...] = (
     "embedding_models",  # the model registry (name -> dimension, the active model)
     "note_ids",  # global note-id registry: an id belongs to one tenant (id PK, UNIQUE (user_id, id))
+    "api_keys",  # the HTTP service's keys (hash -> user_id): looked up before the tenant is known
 )
 
 #: Tables that stay on the coordinator only (bookkeeping, never joined with tenant data).

@@ -509,3 +509,26 @@ class Bm25Posting(Base):
         PrimaryKeyConstraint("user_id", "note_id", "lexeme"),
         Index("ix_bm25_postings_impact", "user_id", "lexeme", text("impact DESC"), "note_id"),
     )
+
+
+class ApiKey(Base):
+    """A bearer key of the HTTP service, bound to one ``user_id``: only its SHA-256 (hex) is
+    stored. Global, not a tenant table (a key is looked up before its tenant is known; with
+    Citus a reference table); RLS on with no policy, read through ``cortex.api_key_user``."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[uuid.UUID] = mapped_column(server_default=text("gen_random_uuid()"))
+    user_id: Mapped[str]
+    name: Mapped[str | None]
+    prefix: Mapped[str]
+    key_hash: Mapped[str]
+    created_at: Mapped[datetime] = mapped_column(server_default=text("now()"))
+    revoked_at: Mapped[datetime | None]
+
+    __table_args__ = (
+        PrimaryKeyConstraint("id"),
+        UniqueConstraint("key_hash"),
+        CheckConstraint("key_hash ~ '^[0-9a-f]{64}$'", name="key_hash_sha256_hex"),
+        Index("ix_api_keys_user_id", "user_id"),
+    )

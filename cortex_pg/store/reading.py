@@ -46,10 +46,16 @@ class NoteReader:
         session_id: str | None = None,
         memory_source: str = "ltm",
         limit: int | None = None,
+        offset: int = 0,
     ) -> list[Note]:
         """Notes of a user (and session) in one tier (``ltm`` or ``stm``), oldest first.
 
-        Merged-away LTM notes are left out. ``limit`` caps the count (None = all).
+        Merged-away LTM notes are left out. ``limit`` caps the count (None = all); ``offset``
+        (an integer >= 0) skips that many first, for paging alongside :meth:`count`.
+
+        Raises:
+            ValidationError: bad user_id, session_id, memory_source (``all`` included), limit
+                or offset.
         """
         uid = validation.scope_id(user_id, "user_id")
         sid = validation.optional_scope_id(session_id, "session_id")
@@ -57,20 +63,22 @@ class NoteReader:
         if source == "all":
             raise ValidationError("memory_source", "list one tier at a time: ltm or stm")
         cap = None if limit is None else validation.limit(limit)
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValidationError("offset", f"must be an integer >= 0, got {offset!r}")
         if source == "ltm":
             q = (
                 f"SELECT {sql.NOTE_COLUMNS}, 'ltm' AS memory_tier, merged_into, evolution_history "
                 "FROM cortex.notes WHERE user_id = :u AND (CAST(:s AS text) IS NULL OR session_id = :s) "
-                "AND merged_into IS NULL ORDER BY created_at, id LIMIT :n"
+                "AND merged_into IS NULL ORDER BY created_at, id LIMIT :n OFFSET :o"
             )
         else:
             q = (
                 f"SELECT {sql.NOTE_COLUMNS}, 'stm' AS memory_tier FROM cortex.stm_notes "
                 "WHERE user_id = :u AND (CAST(:s AS text) IS NULL OR session_id = :s) "
-                "ORDER BY created_at, seq LIMIT :n"
+                "ORDER BY created_at, seq LIMIT :n OFFSET :o"
             )
         with translate_db_errors(), self.engine.connect() as conn:
-            rows = conn.execute(text(q), {"u": uid, "s": sid, "n": cap}).mappings().all()
+            rows = conn.execute(text(q), {"u": uid, "s": sid, "n": cap, "o": offset}).mappings().all()
         return [note_from_row(r) for r in rows]
 
     @tenant_scoped
