@@ -8,7 +8,7 @@ a key is looked up before its tenant is known. New table and function only; no l
 existing data.
 
 Revision ID: 0016
-Revises: 0012
+Revises: 0013
 Create Date: 2026-12-01 05:00:00
 """
 
@@ -22,7 +22,7 @@ from alembic import op
 from cortex_pg.db.migrate import read_sql
 
 revision: str = "0016"
-down_revision: str | None = "0012"
+down_revision: str | None = "0013"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
