@@ -336,7 +336,7 @@ class Bench:
             rels = conn.execute(
                 text(
                     # a partitioned table or index: the sum over its partitions
-                    "SELECT c.relname, coalesce((SELECT sum(pg_total_relation_size(t.relid)) "
+                    "SELECT c.relname, coalesce((SELECT sum(pg_total_relation_size(t.relid))::bigint "
                     "FROM pg_partition_tree(c.oid) t), pg_total_relation_size(c.oid)) AS bytes FROM pg_class c "
                     "JOIN pg_namespace n ON n.oid = c.relnamespace "
                     "WHERE n.nspname = 'cortex' AND (c.relname IN "
