@@ -357,3 +357,62 @@ def test_user_memory_context_statistics_and_clear(store):
     assert um.get_user_statistics("bob")["total_memories"] == 0
     um.clear_user_memory("alice")
     assert um.get_user_statistics("alice")["total_memories"] == 0
+
+
+def test_long_term_similar_pairs_equal_the_pairwise_definition(store):
+    """merge_similar finds candidate pairs by prefix filtering; the pairs must be exactly those of
+    the pairwise definition (overlap / max size >= threshold), on near-duplicates and on noise."""
+    import random
+
+    from sqlalchemy import text
+
+    from cortex_pg.compat.calute import sql as calute_sql
+
+    rng = random.Random(7)
+    vocab = ["the", "a", "cache", "redis", "deploy", "friday", "user", "report", "sales", "q3"] + [
+        f"w{i}" for i in range(60)
+    ]
+    texts = []
+    for _ in range(40):
+        base = rng.sample(vocab, rng.randint(3, 9))
+        texts.append(" ".join(base))
+        for _ in range(rng.randint(0, 2)):  # near-duplicates: one word changed, added or dropped
+            v = list(base)
+            op = rng.choice(["swap", "add", "drop"])
+            if op == "swap":
+                v[rng.randrange(len(v))] = rng.choice(vocab)
+            elif op == "add":
+                v.append(rng.choice(vocab))
+            elif len(v) > 1:
+                v.pop(rng.randrange(len(v)))
+            texts.append(" ".join(v))
+    ltm = LongTermMemory(store=store, user_id="u", session_id="pairs", max_items=10_000)
+    for t in dict.fromkeys(texts):
+        ltm.save(t)
+    for threshold in (0.5, 0.8, 1.0):
+        with store.engine.connect() as conn:
+            params = {**ltm.shelf.params, "threshold": threshold}
+            got = {
+                (str(a), str(b))
+                for a, b in conn.execute(
+                    text(calute_sql.SIMILAR_PAIRS.format(scope=calute_sql.SCOPE)), params
+                ).all()
+            }
+            notes = conn.execute(
+                text(
+                    f"SELECT n.id, n.content FROM cortex.notes n WHERE {calute_sql.SCOPE} AND n.merged_into IS NULL"
+                ),
+                params,
+            ).all()
+        words = {str(i): set(c.lower().split()) for i, c in notes}
+        length = {str(i): len(c) for i, c in notes}
+        want = {
+            (a, b)
+            for a in words
+            for b in words
+            if a != b
+            and words[a] & words[b]
+            and (length[a] > length[b] or (length[a] == length[b] and a < b))
+            and len(words[a] & words[b]) / max(len(words[a]), len(words[b])) >= threshold
+        }
+        assert got == want and (threshold == 1.0 or want), threshold

@@ -102,17 +102,43 @@ SELECT id FROM gone
 """
 
 # pairs of similar LTM items: |words(a) & words(b)| / max(|words(a)|, |words(b)|) >= threshold,
-# a (the keeper) the longer text (ties: the smaller id); words = lowercased, whitespace-split
+# a (the keeper) the longer text (ties: the smaller id); words = lowercased, whitespace-split.
+# Candidate pairs by prefix filtering (Bayardo, Ma and Srikant, "Scaling up all pairs similarity
+# search", WWW 2007; Xiao et al., "Efficient similarity joins for near duplicate detection",
+# WWW 2008): with every item's words ordered rarest first (by their number of items in the
+# scope, then the word), two items whose overlap reaches t * max(|a|, |b|) share a word among
+# the first |x| - ceil(t * |x|) + 1 words of each x, so only items sharing such a word are
+# compared, and each candidate pair is then checked exactly. A common word ("the") pairs items
+# only when it is among an item's rarest words; the cost follows the number of near-duplicate
+# candidates instead of the square of the scope's size.
 SIMILAR_PAIRS = """
-WITH w AS (
+WITH w AS MATERIALIZED (
     SELECT n.id, char_length(n.content) AS len,
            ARRAY(SELECT DISTINCT t FROM regexp_split_to_table(lower(btrim(n.content)), '\\s+') AS t) AS words
     FROM cortex.notes n WHERE {scope} AND n.merged_into IS NULL
+),
+tok AS MATERIALIZED (
+    SELECT w.id, x.word, cardinality(w.words) AS size FROM w, unnest(w.words) AS x(word)
+),
+freq AS (SELECT word, count(*) AS df FROM tok GROUP BY word),
+ranked AS (
+    SELECT t.id, t.word, t.size,
+           row_number() OVER (PARTITION BY t.id ORDER BY f.df, t.word) AS pos
+    FROM tok t JOIN freq f USING (word)
+),
+prefix AS MATERIALIZED (
+    SELECT id, word FROM ranked
+    WHERE pos <= size - ceil(CAST(:threshold AS float8) * size - 1e-9) + 1
+),
+candidates AS (
+    SELECT DISTINCT p.id AS a_id, q.id AS b_id FROM prefix p JOIN prefix q ON q.word = p.word AND q.id <> p.id
 )
 SELECT a.id AS keep_id, b.id AS drop_id
-FROM w a JOIN w b ON a.id <> b.id AND a.words && b.words
-     AND (a.len > b.len OR (a.len = b.len AND a.id < b.id))
-WHERE (SELECT count(*) FROM (SELECT unnest(a.words) INTERSECT SELECT unnest(b.words)) x)::float8
+FROM candidates c
+JOIN w a ON a.id = c.a_id
+JOIN w b ON b.id = c.b_id
+WHERE (a.len > b.len OR (a.len = b.len AND a.id < b.id))
+  AND (SELECT count(*) FROM (SELECT unnest(a.words) INTERSECT SELECT unnest(b.words)) x)::float8
       / greatest(cardinality(a.words), cardinality(b.words)) >= :threshold
 ORDER BY a.len DESC, a.id, b.id
 """
