@@ -99,7 +99,8 @@ def corpus(store):  # noqa: ANN001, ANN201
 @pytest.mark.parametrize("query", QUERIES)
 def test_exact_hybrid_matches_search_when_all_notes_fit_the_pool(corpus, query) -> None:  # noqa: ANN001
     store = corpus
-    assert len(NOTES) <= pool_size(10)
+    limit = 15  # search v6's pool, max(2 * limit, 20) = 30, holds every note of the tenant
+    assert len(NOTES) <= pool_size(limit)
     qvec = store.embedder.embed([query])[0]
     with store.engine.connect() as conn:
         index = load_tenant(conn, "u1", store.embedder.name)
@@ -112,11 +113,11 @@ def test_exact_hybrid_matches_search_when_all_notes_fit_the_pool(corpus, query) 
         index,
         None,
         terms,
-        10,
+        limit,
         distances=np.array([by_kind[(i, "text")] for i in index.ids]),
         context_distances=np.array([by_kind.get((i, "context"), np.nan) for i in index.ids]),
     )
-    got = store.search(query, user_id="u1", limit=10, touch=False)
+    got = store.search(query, user_id="u1", limit=limit, touch=False)
     assert [str(r.note.id) for r in got] == [i for i, _ in exact]
     for r, (_, rel) in zip(got, exact, strict=True):
         assert r.relevance_score == pytest.approx(rel, rel=1e-6)
@@ -141,7 +142,7 @@ def test_exact_hybrid_text_only_and_vector_only(corpus) -> None:  # noqa: ANN001
 
 def test_pure_helpers() -> None:
     assert parse_tsvector("'move':5 'sister':3,7 'x''y' 'z':2A") == {"move": 1, "sister": 2, "x'y": 1, "z": 1}
-    assert pool_size(10) == 40 and pool_size(30) == 60
+    assert pool_size(5) == 20 and pool_size(10) == 20 and pool_size(30) == 60
     assert recall(["a", "b"], ["b", "c"]) == 0.5 and recall([], []) == 1.0
     p = percentiles([1.0, 2.0, 3.0, 4.0])
     assert p["p50"] == pytest.approx(2.5) and p["n"] == 4
