@@ -104,6 +104,9 @@ def test_server_killed_during_ingest_loses_no_acknowledged_note(tmp_path):
             assert jobs >= len(acknowledged)  # and its evolution job
             assert stm == 0  # UNLOGGED: emptied by crash recovery
             assert store.search("short-term", user_id="watcher", memory_source="stm") == []
+            # and said: the watcher's session lost what it held, nothing was written since
+            [loss] = store.stm_losses(user_id="watcher")
+            assert (loss.session_id, loss.written_since) == ("default", False)
         assert lost == 0
         # queued jobs resume after the restarts
         from cortex_pg.evolution.worker import Worker

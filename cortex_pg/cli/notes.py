@@ -205,9 +205,12 @@ def stats(
     user: Annotated[str | None, typer.Option("--user", "-u")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Counts: notes per tier, users, sessions, links, history rows, embeddings per model; and where the data is."""
+    """Counts: notes per tier, users, sessions, links, history rows, embeddings per model; when
+    crash recovery last emptied short-term memory; and where the data is."""
     with open_store(ctx) as store:
         data = {"data": data_location(ctx), **store.stats(user_id=user)}
+    if data["stm_lost_at"] is not None:  # when crash recovery last emptied short-term memory
+        data["stm_lost_at"] = data["stm_lost_at"].isoformat(timespec="seconds")
     if as_json:
         typer.echo(json.dumps(data, indent=2))
         return
