@@ -224,11 +224,11 @@ def _wait_until_ready(data_dir: Path, wait_s: float = 120.0) -> bool:
 
     deadline = time.monotonic() + wait_s
     while True:
-        info = PostmasterInfo.read_from_pgdata(_pgdata(data_dir))
         try:
+            info = PostmasterInfo.read_from_pgdata(_pgdata(data_dir))
             if info is None or not info.is_running() or info.process.status() == psutil.STATUS_ZOMBIE:
                 return False
-        except psutil.NoSuchProcess:
+        except (OSError, ValueError, psutil.Error):  # a pid file being written, or initdb's (-pid)
             return False
         if info.status == "ready":
             return True
@@ -251,12 +251,14 @@ def _wait_until_reaped(data_dir: Path, wait_s: float = 30.0) -> None:
         pid = int((_pgdata(data_dir) / "postmaster.pid").read_text().splitlines()[0])
     except (OSError, ValueError, IndexError):
         return
+    if pid <= 0:
+        return  # a standalone backend (initdb's, -pid): not a crashed server
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         try:
             if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
                 return  # running (a live server) or another process: start() decides
-        except psutil.NoSuchProcess:
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
             return
         time.sleep(0.1)
 
