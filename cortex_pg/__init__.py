@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from cortex_pg.errors import (
     ConflictError,
     CortexPGError,
+    CortexPGWarning,
     DatabaseError,
     DatabaseUnavailableError,
     EmbeddingDimensionError,
@@ -20,6 +21,7 @@ from cortex_pg.errors import (
     NotFoundError,
     SchemaError,
     ServerError,
+    STMLostWarning,
     ValidationError,
 )
 
@@ -71,6 +73,7 @@ __all__ = [
     "UserMemory",
     "ConflictError",
     "CortexPGError",
+    "CortexPGWarning",
     "DatabaseError",
     "DatabaseUnavailableError",
     "EmbeddingDimensionError",
@@ -80,6 +83,7 @@ __all__ = [
     "NotFoundError",
     "SchemaError",
     "ServerError",
+    "STMLostWarning",
     "ValidationError",
 ]
 

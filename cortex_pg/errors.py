@@ -140,6 +140,39 @@ class ServerError(CortexPGError):
     """The embedded PostgreSQL server could not be started or stopped."""
 
 
+class CortexPGWarning(UserWarning):
+    """Base class of every warning issued by cortex_pg (``warnings.simplefilter("error",
+    CortexPGWarning)`` turns them into exceptions)."""
+
+
+class STMLostWarning(CortexPGWarning):
+    """Short-term memory was emptied by the database server's crash recovery.
+
+    ``cortex.stm_notes`` is UNLOGGED: PostgreSQL empties it when it recovers from a crash (a
+    clean restart keeps it); long-term memory is never affected. Issued by
+    ``MemoryStore.open()`` when it is the first to look after the reset (``user_id`` None,
+    ``sessions``/``users`` count every scope that lost STM), and by the facades' short-term
+    reads of a scope whose lost STM has not been written to since (one user, its sessions).
+
+    Attributes:
+        lost_at: timezone-aware UTC start time of the server run that found STM empty (the
+            restart after the crash).
+        user_id: the user whose STM was read, or None for the open-time report.
+        sessions: the session ids concerned (read) or how many there are (open), as
+            ``tuple[str, ...]`` or ``int``.
+        users: how many users lost STM (open-time report; 1 for a read).
+    """
+
+    def __init__(
+        self, message: str, *, lost_at: object, user_id: str | None, sessions: object, users: int
+    ) -> None:
+        self.lost_at = lost_at
+        self.user_id = user_id
+        self.sessions = sessions
+        self.users = users
+        super().__init__(message)
+
+
 @contextmanager
 def translate_db_errors(field: str = "input") -> Iterator[None]:
     """Translate SQLAlchemy/psycopg errors into the cortex_pg hierarchy.

@@ -68,6 +68,37 @@ def test_add_search_json_and_stats(run):
     assert json.loads(r.stdout)["ltm_notes"] == 1
 
 
+def test_get_and_delete_one_note(run):
+    nid = run("add", "The boiler is serviced on Thursdays", "--user", "g").stdout.strip()
+    r = run("get", nid, "--json")
+    assert r.exit_code == 0
+    assert {k: json.loads(r.stdout)[k] for k in ("id", "user_id", "content")} == {
+        "id": nid,
+        "user_id": "g",
+        "content": "The boiler is serviced on Thursdays",
+    }
+    r = run("get", nid, "--user", "someone-else")  # another tenant's id: not found
+    assert r.exit_code == 2 and "not found" in r.stderr
+    r = run("delete", nid, "--user", "g")
+    assert r.exit_code == 0 and f"deleted {nid}" in r.stdout
+    r = run("delete", nid)
+    assert r.exit_code == 2 and "not found" in r.stderr
+    assert json.loads(run("stats", "--json").stdout)["ltm_notes"] == 0
+    r = run("get", "not-a-uuid")
+    assert r.exit_code == 2 and r.stderr.startswith("error: ID:")
+
+
+def test_ingest_counts_the_file_s_notes_new_and_already_stored(run, tmp_path):
+    # counted per content (not as the change of the user's note count, which concurrent
+    # writers move; the standing program runs ingest beside them)
+    f = tmp_path / "notes.txt"
+    f.write_text("One.\n\nTwo.\n\nOne.\n")
+    run("add", "Two.", "--user", "n")  # already there
+    run("add", "One.", "--user", "n", "--session", "other")  # another session: not the same note
+    r = run("ingest", str(f), "--user", "n")
+    assert r.exit_code == 0 and "3 read, 1 new, 2 already stored" in r.stdout
+
+
 def test_ingest_text_paragraphs(run, tmp_path):
     f = tmp_path / "notes.txt"
     f.write_text("First paragraph\nstill first.\n\n\nSecond paragraph.\n\n  \nThird.\n")

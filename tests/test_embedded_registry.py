@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 
 from cortex_pg.db import embedded
 
@@ -29,3 +30,15 @@ def test_stop_all_forgets_directories_that_are_gone(tmp_path, monkeypatch):
     embedded._remember(stopped)
     assert embedded.stop_all() == [(stopped, False)]
     assert embedded.registered() == [stopped]
+
+
+def test_the_wait_for_a_crashed_postmaster_passes_over_other_pid_files(tmp_path):
+    # start() first waits while postmaster.pid names a dead, unreaped server; a pid file of
+    # initdb's standalone backend (a negative pid), of a live process, or none, is no such
+    # server: the wait returns at once instead of failing or waiting its 30 seconds
+    pgdata = tmp_path / "pgdata"
+    pgdata.mkdir()
+    embedded._wait_until_reaped(tmp_path, wait_s=0.0)  # no pid file
+    for first_line in ("-2716", str(os.getpid()), "not a pid", ""):
+        (pgdata / "postmaster.pid").write_text(first_line + "\n/some/dir\n")
+        embedded._wait_until_reaped(tmp_path, wait_s=30.0)

@@ -1,4 +1,4 @@
-"""``cortex-pg add``, ``ingest``, ``search`` and ``stats``: notes in, notes out."""
+"""``cortex-pg add``, ``ingest``, ``search``, ``get``, ``delete`` and ``stats``: notes in, notes out."""
 
 from __future__ import annotations
 
@@ -13,10 +13,12 @@ from cortex_pg.cli.common import console, data_location, handle_errors, open_sto
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``add``, ``ingest``, ``search`` and ``stats`` to ``app``."""
+    """Add ``add``, ``ingest``, ``search``, ``get``, ``delete`` and ``stats`` to ``app``."""
     app.command("add")(add)
     app.command("ingest")(ingest)
     app.command("search")(search)
+    app.command("get")(get)
+    app.command("delete")(delete)
     app.command("stats")(stats)
 
 
@@ -102,7 +104,7 @@ def ingest(
             load()
         for uid, items in batches:
             progress.update(task, description=f"ingesting {uid}")
-            before = store.count(user_id=uid)
+            distinct, stored = _already_stored(store, items, uid, session)
             store.add_many(
                 items,
                 user_id=uid,
@@ -111,13 +113,48 @@ def ingest(
                 to_stm=stm,
                 progress=lambda n: progress.advance(task, n),
             )
-            new += store.count(user_id=uid) - before
+            new += distinct - stored
     console.print(
         f"{total} read, {new} new, {total - new} already stored "
         f"({len(batches)} user(s); data: {data_location(ctx)})",
         highlight=False,
         soft_wrap=True,
     )
+
+
+def _already_stored(store: Any, items: list[dict[str, Any]], user: str, session: str) -> tuple[int, int]:
+    """How many distinct notes ``items`` hold (one per user, session and content), and how many
+    of those the store already holds in long-term memory. Asked of these notes, not read off a
+    count of the user's notes, which other writers change meanwhile.
+
+    Raises:
+        ValidationError: an invalid item (``items[i].<field>``, as ``add_many`` names it).
+    """
+    from sqlalchemy import text
+
+    from cortex_pg.store import validation
+
+    keys = {
+        (n.user_id, n.session_id, n.content_hash)
+        for i, item in enumerate(items)
+        for n in [
+            validation.new_note(item, default_user_id=user, default_session_id=session, prefix=f"items[{i}].")
+        ]
+    }
+    if not keys:
+        return 0, 0
+    users, sessions, hashes = (list(column) for column in zip(*keys, strict=True))
+    with store.engine.connect() as conn:
+        stored = conn.execute(
+            text(
+                "SELECT count(*) FROM cortex.notes n JOIN unnest(CAST(:u AS text[]), "
+                "CAST(:s AS text[]), CAST(:h AS text[])) AS k(user_id, session_id, content_hash) "
+                "ON n.user_id = k.user_id AND n.session_id = k.session_id "
+                "AND n.content_hash = k.content_hash WHERE n.merged_into IS NULL"
+            ),
+            {"u": users, "s": sessions, "h": hashes},
+        ).scalar_one()
+    return len(keys), stored
 
 
 def _tiers(store: Any, results: list[Any], user: str) -> dict[str, str]:
@@ -199,15 +236,67 @@ def search(
     console.print(table)
 
 
+@handle_errors(flags={"id": "ID"})
+def get(
+    ctx: typer.Context,
+    note_id: Annotated[str, typer.Argument(metavar="ID", help="The note's id (a UUID).")],
+    user: Annotated[
+        str | None, typer.Option("--user", "-u", help="Only this tenant's note (default: the id's own).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Print one note: its long-term row, or its short-term copy when it is only in STM.
+
+    Not counted as an access. A missing note is an error (exit status 2).
+    """
+    with open_store(ctx) as store:
+        note = store.get(note_id, user_id=user)
+    data = note.to_dict()
+    if as_json:
+        typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+        return
+    table = Table(title=f"note {note.id}")
+    table.add_column("field")
+    table.add_column("value")
+    for key, value in data.items():
+        table.add_row(
+            key, json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else str(value)
+        )
+    console.print(table)
+
+
+@handle_errors(flags={"id": "ID"})
+def delete(
+    ctx: typer.Context,
+    note_id: Annotated[str, typer.Argument(metavar="ID", help="The note's id (a UUID).")],
+    user: Annotated[
+        str | None, typer.Option("--user", "-u", help="Only this tenant's note (default: the id's own).")
+    ] = None,
+    source: Annotated[str, typer.Option(help="all, ltm or stm.")] = "all",
+) -> None:
+    """Delete one note from both tiers (or one, with --source); its embeddings and links go
+    with it, its history stays. A missing note is an error (exit status 2)."""
+    from cortex_pg.errors import NotFoundError
+
+    with open_store(ctx) as store:
+        deleted = store.delete(note_id, user_id=user, memory_source=source)
+    if not deleted:
+        raise NotFoundError("note", note_id)
+    console.print(f"deleted {note_id}", highlight=False)
+
+
 @handle_errors
 def stats(
     ctx: typer.Context,
     user: Annotated[str | None, typer.Option("--user", "-u")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Counts: notes per tier, users, sessions, links, history rows, embeddings per model; and where the data is."""
+    """Counts: notes per tier, users, sessions, links, history rows, embeddings per model; when
+    crash recovery last emptied short-term memory; and where the data is."""
     with open_store(ctx) as store:
         data = {"data": data_location(ctx), **store.stats(user_id=user)}
+    if data["stm_lost_at"] is not None:  # when crash recovery last emptied short-term memory
+        data["stm_lost_at"] = data["stm_lost_at"].isoformat(timespec="seconds")
     if as_json:
         typer.echo(json.dumps(data, indent=2))
         return

@@ -42,6 +42,7 @@ from cortex_pg.llm import ContentAnalyzer, LLMError, light_keywords, llm_from_se
 from cortex_pg.store import MemoryStore, Note, SearchResult
 from cortex_pg.store import jobs as queue
 from cortex_pg.store import validation as v
+from cortex_pg.store.stm_loss import report_unwritten
 from cortex_pg.temporal import auto_temporal_weight, parse_date_range
 
 log = logging.getLogger(__name__)
@@ -407,6 +408,12 @@ class AgenticMemorySystem:
             distance, memory_tier, semantic_score, recency_score, and temporal_weighted /
             context_score when they apply. Never the embedding.
 
+        Warns:
+            STMLostWarning: (``memory_source`` ``all`` or ``stm``) the user's short-term memory in
+                the session(s) searched was emptied by the database server's crash recovery
+                and nothing has been written to it since (once per system and loss; also
+                logged; see :mod:`cortex_pg.store.stm_loss`).
+
         Raises:
             ValidationError: bad arguments, an unparseable date_range or filter.
         """
@@ -428,6 +435,8 @@ class AgenticMemorySystem:
             context=context if apply_postprocessing else None,
             include_links=include_links,
         )
+        if memory_source in ("all", "stm"):  # an STM emptied by a crash is said, not silent
+            report_unwritten(self.store, v.scope_id(user_id, "user_id"), session_id)
         links = self._links([r.id for r in results], results[0].note.user_id) if results else {}
         return [_result_dict(r, links.get(r.id, {}), weight) for r in results]
 

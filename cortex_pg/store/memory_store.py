@@ -30,6 +30,7 @@ from cortex_pg.store import validation
 from cortex_pg.store.reading import NoteReader
 from cortex_pg.store.rows import note_from_row, result_from_row, vector_literal
 from cortex_pg.store.searching import NoteSearch, QueryVectorCache
+from cortex_pg.store.stm_loss import STMLossReader, check_on_open
 from cortex_pg.store.writing import UPDATABLE_FIELDS, NoteWriter
 
 # re-exported for the facades and the evolution worker
@@ -45,10 +46,12 @@ __all__ = [
 ]
 
 
-class MemoryStore(NoteWriter, NoteReader, NoteSearch):
+class MemoryStore(NoteWriter, NoteReader, NoteSearch, STMLossReader):
     """Notes (LTM + STM), their embeddings and hybrid search, on one PostgreSQL database.
 
     Open with :meth:`open`; close with :meth:`close` (or use as a context manager).
+    Short-term memory lost to a crash of the server is reported, never silent: see
+    :meth:`stm_losses` and :mod:`cortex_pg.store.stm_loss`.
 
     Attributes:
         engine: the SQLAlchemy engine.
@@ -135,6 +138,10 @@ class MemoryStore(NoteWriter, NoteReader, NoteSearch):
                 without a user_id act for ``"default"``, and one ``add_many`` writes one tenant.
             app_role: the role used with ``isolation="rls"``.
 
+        Warns:
+            STMLostWarning: this is the first store opened since crash recovery emptied
+                short-term memory (also logged at WARNING; see :mod:`cortex_pg.store.stm_loss`).
+
         Raises:
             SchemaError: the ``vector`` extension is missing or the schema is not at the head
                 (and ``auto_migrate`` is off); the message says to run ``cortex-pg db upgrade``.
@@ -169,6 +176,7 @@ class MemoryStore(NoteWriter, NoteReader, NoteSearch):
                 context_embeddings=context_embeddings,
             )
             store._register_model()
+            check_on_open(store)
             if isolation == "rls":
                 with translate_db_errors(), engine.begin() as conn:
                     tenancy.ensure_app_role(conn, app_role)

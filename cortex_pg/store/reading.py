@@ -122,7 +122,15 @@ class NoteReader:
 
     @tenant_scoped
     def stats(self, *, user_id: str | None = None) -> dict[str, Any]:
-        """Counts for the whole store, or for one user: notes per tier, users, sessions, embeddings."""
+        """Counts for the whole store, or for one user: notes per tier, users, sessions, embeddings.
+
+        Returns:
+            A dict: ``ltm_notes``, ``stm_notes``, ``users``, ``sessions``, ``links``,
+            ``history_rows``, ``embeddings`` (model -> rows), ``active_model``,
+            ``database_bytes``; ``stm_lost_at`` (datetime, UTC, or None): when crash recovery
+            last emptied short-term memory (see :meth:`stm_losses`), ``stm_lost_sessions``: how
+            many sessions lost STM that nothing has been written to since.
+        """
         uid = validation.optional_scope_id(user_id, "user_id")
         mine = "(CAST(:u AS text) IS NULL OR user_id = :u)"
         q = f"""
@@ -138,7 +146,10 @@ class NoteReader:
               SELECT model, count(*) AS n FROM cortex.embeddings
               WHERE {mine} GROUP BY model) e) AS embeddings,
           (SELECT model FROM cortex.embedding_models WHERE active) AS active_model,
-          pg_database_size(current_database()) AS database_bytes
+          pg_database_size(current_database()) AS database_bytes,
+          (SELECT max(lost_at) FROM cortex.stm_losses(CAST(:u AS text))) AS stm_lost_at,
+          (SELECT count(*) FROM cortex.stm_losses(CAST(:u AS text)) WHERE NOT written_since)
+              AS stm_lost_sessions
         """
         with translate_db_errors(), self.engine.connect() as conn:
             row = conn.execute(text(q), {"u": uid}).mappings().one()

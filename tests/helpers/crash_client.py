@@ -1,7 +1,8 @@
 """Clients the crash tests kill or cut off (run as ``python -m tests.helpers.crash_client``).
 
-``add_many URL USER N``: one ``add_many`` of N notes (one transaction), printing ``batch``
-after each batch of 50 so the test can kill it mid-call.
+``add_many URL USER N [hold]``: one ``add_many`` of N notes (one transaction), printing
+``batch`` after each batch of 50; with ``hold``, it then waits after the first batch (reading
+standard input) so the test kills it mid-call, whatever the machine's speed.
 ``ingest URL USER ACKS``: adds notes one batch of 5 at a time with evolution jobs queued,
 appending each acknowledged id to ACKS (flushed) and each error's type name as ``!Type``,
 until killed or 200 batches are done.
@@ -20,10 +21,13 @@ def main() -> None:
     store = MemoryStore.open(url, embedder=HashingEmbedder(), auto_migrate=False)
     if mode == "add_many":
         n = int(sys.argv[4])
+        hold = sys.argv[5:] == ["hold"]
         items = [{"content": f"crash note {i} of {user}"} for i in range(n)]
 
         def progress(_: int) -> None:
             print("batch", flush=True)
+            if hold:
+                sys.stdin.readline()  # the test kills the process here, inside the transaction
 
         store.add_many(items, user_id=user, batch_size=50, progress=progress)
         print("done", flush=True)

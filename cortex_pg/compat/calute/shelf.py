@@ -23,6 +23,7 @@ from cortex_pg.errors import ConflictError, ValidationError, translate_db_errors
 from cortex_pg.store import MemoryStore, Note, SearchResult, validation
 from cortex_pg.store.filters import clean_filters_given, compile_where, item_filter
 from cortex_pg.store.memory_store import note_from_row
+from cortex_pg.store.stm_loss import report_unwritten
 
 TABLES = {"stm": "cortex.stm_notes", "ltm": "cortex.notes"}
 
@@ -194,6 +195,7 @@ class Shelf:
             touch: count the returned items as accessed (access_count + 1; refreshes STM LRU).
                 The returned notes show the new count.
         """
+        self.say_stm_loss()
         tiebreak = "n.seq" if self.tier == "stm" else "n.id"
         statement_order = sql.ORDERS[order].format(tiebreak=tiebreak)
         params = {**self.params, "limit": None if limit is None else validation.limit(limit)}
@@ -228,6 +230,7 @@ class Shelf:
         Raises:
             ValidationError: a bad filter (field ``filters``).
         """
+        self.say_stm_loss()
         return self.store.search(
             query,
             user_id=self.user_id,
@@ -253,6 +256,17 @@ class Shelf:
             return int(conn.execute(text(statement), self.params).scalar_one())
 
     # ------------------------------------------------------------------ helpers
+    def say_stm_loss(self) -> None:
+        """On an STM shelf whose scope crash recovery emptied, with nothing written since: log a
+        WARNING and issue :class:`~cortex_pg.errors.STMLostWarning` (once per store and loss;
+        see :mod:`cortex_pg.store.stm_loss`). Nothing on an LTM shelf."""
+        if self.tier == "stm":
+            report_unwritten(self.store, self.user_id, self.session_id)
+
+    def stm_lost_at(self) -> datetime | None:
+        """When crash recovery last emptied this scope's short-term memory (UTC), or None."""
+        return self.store.stm_lost_at(user_id=self.user_id, session_id=self.session_id)
+
     def where_filter(self, filters: Mapping[str, Any] | None) -> dict[str, Any]:
         """This shelf's ``memory_type`` AND-ed with the caller's filters, in calute's item field
         names (:func:`~cortex_pg.store.filters.item_filter`), checked by the compiler first so

@@ -9,6 +9,7 @@ clean restart and is emptied after a crash — the promise of short-term memory.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from cortex_pg.compat.calute.shelf import Shelf, ShelfBacked
@@ -36,6 +37,11 @@ def item_metadata(
 
 class ShortTermMemory(ShelfBacked):
     """A bounded, LRU-evicted memory of recent items, shared by every process on the database.
+
+    A crash of the database server empties short-term memory (UNLOGGED table); the reads
+    (``search``, ``retrieve``, ``get_recent``, ``get_context``, ...) then say so: a WARNING log
+    line and :class:`~cortex_pg.errors.STMLostWarning` while nothing has been saved to the scope
+    since; :attr:`stm_lost_at` tells when it last happened.
 
     Args:
         capacity: items kept in this scope (default 20, as calute).
@@ -173,6 +179,13 @@ class ShortTermMemory(ShelfBacked):
                 lines.append(f"\nConversation {conv}:")
             lines.extend(f"  [{m.agent_id or 'System'}]: {m.content[:100]}" for m in members[-3:])
         return "\n".join(lines)
+
+    @property
+    def stm_lost_at(self) -> datetime | None:
+        """When crash recovery of the database server last emptied this scope (timezone-aware
+        UTC: the start of the server run that found it empty), or None if it never did. Read
+        from the database on every access."""
+        return self.shelf.stm_lost_at()
 
     def __repr__(self) -> str:
         return f"ShortTermMemory(items={len(self)}, max={self.max_items})"
