@@ -62,6 +62,11 @@ def test_stm_lost_to_crash_recovery_is_reported(server, caplog):
     prem.add_note("bob prefers tea in the afternoon", user_id="bob")
     first.add("carol keeps only long-term notes", user_id="carol", to_stm=False)
     assert first.stats()["stm_notes"] == 3 and first.stats()["ltm_notes"] == 3
+    # STM emptied on purpose before the crash has nothing to lose: never reported
+    dave = first.add("dave's passing thought", user_id="dave", session_id="d1")
+    first.delete(dave, user_id="dave")
+    first.add("erin's note", user_id="erin", session_id="e1")
+    assert first.delete_where(user_id="erin", session_id="e1") >= 1
 
     # a clean restart keeps UNLOGGED tables: nothing to report
     embedded.stop(data)

@@ -70,6 +70,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.execute("DROP TRIGGER IF EXISTS stm_unmark_emptied ON cortex.stm_notes")
+    op.execute("DROP FUNCTION IF EXISTS cortex.stm_unmark_emptied()")
     op.execute("DROP TRIGGER IF EXISTS stm_mark_scope ON cortex.stm_notes")
     op.execute("DROP FUNCTION IF EXISTS cortex.stm_mark_scope()")
     op.execute("DROP FUNCTION IF EXISTS cortex.stm_losses(text, text)")

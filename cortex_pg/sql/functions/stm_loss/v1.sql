@@ -56,6 +56,30 @@ END $$;
 CREATE TRIGGER stm_mark_scope AFTER INSERT ON cortex.stm_notes
     FOR EACH ROW EXECUTE FUNCTION cortex.stm_mark_scope();
 
+-- A scope whose STM is emptied on purpose (delete, delete_where, clear_stm, the LRU trim of
+-- its last note) has nothing left to lose: its stm_scopes row and mark go with its last STM
+-- note, so a later crash does not report it. Under the scope's advisory lock (the key the
+-- writers take), re-checked, so a concurrent insert into the scope keeps its mark.
+CREATE OR REPLACE FUNCTION cortex.stm_unmark_emptied() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    sc record;
+BEGIN
+    FOR sc IN SELECT DISTINCT o.user_id, o.session_id FROM old_rows o ORDER BY 1, 2 LOOP
+        PERFORM pg_advisory_xact_lock(hashtextextended(sc.user_id || chr(31) || sc.session_id, 0));
+        IF NOT EXISTS (SELECT 1 FROM cortex.stm_notes n
+                       WHERE n.user_id = sc.user_id AND n.session_id = sc.session_id) THEN
+            DELETE FROM cortex.stm_marks m WHERE m.user_id = sc.user_id AND m.session_id = sc.session_id;
+            DELETE FROM cortex.stm_scopes s WHERE s.user_id = sc.user_id AND s.session_id = sc.session_id;
+        END IF;
+    END LOOP;
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER stm_unmark_emptied AFTER DELETE ON cortex.stm_notes
+    REFERENCING OLD TABLE AS old_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION cortex.stm_unmark_emptied();
+
 -- Scopes of a user (every user when p_user_id is NULL; one session when p_session_id is given)
 -- whose STM was emptied by crash recovery at least once: the latest loss, and whether STM
 -- has been written to the scope since (written_since = false: what it held is gone and
