@@ -99,7 +99,7 @@ def corpus(store):  # noqa: ANN001, ANN201
 @pytest.mark.parametrize("query", QUERIES)
 def test_exact_hybrid_matches_search_when_all_notes_fit_the_pool(corpus, query) -> None:  # noqa: ANN001
     store = corpus
-    limit = 15  # search v6's pool, max(2 * limit, 20) = 30, holds every note of the tenant
+    limit = 15  # search v7's pool, max(2 * limit, 20) = 30, holds every note of the tenant
     assert len(NOTES) <= pool_size(limit)
     qvec = store.embedder.embed([query])[0]
     with store.engine.connect() as conn:

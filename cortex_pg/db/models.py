@@ -194,6 +194,8 @@ class Embedding(Base):
         CheckConstraint("window_no >= 0", name="window_no_range"),
         ForeignKeyConstraint(["user_id", "note_id"], ["notes.user_id", "notes.id"], ondelete="CASCADE"),
         Index("ix_embeddings_model_user", "model", "user_id"),
+        # the later windows of long notes only: search_notes v7 asks it whether a tenant has any
+        Index("ix_embeddings_windows", "user_id", "model", postgresql_where=text("window_no > 0")),
     )
 
 

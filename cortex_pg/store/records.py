@@ -50,10 +50,11 @@ class SearchResult:
     Attributes:
         score: final score, ``(1 - w) * relevance_score + w * recency_score``; higher is better.
         relevance_score: normalised-score fusion of the vector and BM25 scores, smoothed with the
-            note's session neighbours (``search_notes`` v5), in [0, 1].
-        semantic_score: the mean of the query's cosine with the note's text embedding and with
-            its context embedding (the text's cosine when it has none), in [-1, 1] (None when
-            searching without an embedding).
+            note's session neighbours (``search_notes`` v5 and later), in [0, 1].
+        semantic_score: the mean of the query's cosine with the note's text embedding (its best
+            window) and with its context embedding (the text's cosine when it has none), times
+            the length prior ``min(1, sqrt(dl / 16))`` for a note of ``dl`` distinct lexemes
+            (``search_notes`` v7), in [-1, 1] (None when searching without an embedding).
         distance: ``1 - semantic_score``, in [0, 2].
         text_score: Okapi BM25 score of the note for the query (0 when no term matched).
         recency_score: ``exp(-age_days / 7)`` in (0, 1], age measured from ``now``.

@@ -96,8 +96,10 @@ class NoteSearch:
     ) -> list[SearchResult]:
         """Hybrid search of one user's notes, in one SQL statement (``cortex.search_notes``).
 
-        Vector candidates (HNSW, cosine) and BM25 full-text candidates (GIN) are fused by
-        coverage-weighted reciprocal rank fusion (k = 60; see ``search_notes`` v3), then blended
+        Vector candidates (HNSW, cosine over text and context embeddings, weighed by a length
+        prior) and BM25 full-text candidates (``cortex.bm25_postings``) are fused by normalised
+        scores, widened to the best notes' session neighbours and smoothed with them (see
+        ``sql/functions/search_notes/v7.sql`` and README "How search scores"), then blended
         with recency:
         ``score = (1 - temporal_weight) * relevance + temporal_weight * exp(-age_days / 7)``.
         Temporal keywords (yesterday, last, recent, ...) are left out of the full-text query:
@@ -126,8 +128,8 @@ class NoteSearch:
                 notes are not touched.
             link_depth: hops followed from each result when ``include_links``, 1..10.
             entities: use the entity signal: the query's entities (offline extraction) make notes
-                that mention them a third RRF candidate list, weighted ``entity_weight`` (0.5)
-                against 1 for the vector and the full-text lists (see ``search_notes`` v3).
+                that mention them a third candidate list, whose coverage joins the fusion at
+                weight ``entity_weight`` (0.5) times the entities' specificity.
             expand_entities: also notes mentioning entities one relationship away (half weight).
             entity_weight: weight of the entity list in the fusion, in [0, 10].
 
