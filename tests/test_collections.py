@@ -244,3 +244,72 @@ def test_worker_killed_during_a_refresh_leaves_the_old_row(store, db_url, tmp_pa
     with store.engine.connect() as conn:
         after = conn.execute(text(read)).one()
     assert after.memory_count == before.memory_count + 30 and after.refreshed_at > before.refreshed_at
+
+
+NO_EVOLUTION = {
+    "should_evolve": False,
+    "actions": [],
+    "suggested_connections": [],
+    "tags_to_update": [],
+    "new_context_neighborhood": [],
+    "new_tags_neighborhood": [],
+    "merge_candidates": [],
+}
+
+
+def stub_llm(body):
+    name = body["response_format"]["json_schema"]["name"]
+    prompt = body["messages"][-1]["content"]
+    if name == "content_analysis":
+        python = "Python" in prompt.split("Content for analysis:")[-1]
+        return {
+            "keywords": ["python"] if python else ["fitness"],
+            "context": "A note.",
+            "tags": ["t"],
+            "category": "Work.Programming.Python" if python else "personal.health.fitness",
+        }
+    if name == "collection_summary":
+        return {"description": "Notes about " + prompt.split("'")[1], "query_helper": "python profiling"}
+    if name == "collection_query":
+        query = prompt.split("\n")[0].removeprefix("Search query: ")
+        return {"relevant": "Collection: work" in prompt, "enhanced_query": query + " python profiling"}
+    return NO_EVOLUTION
+
+
+def test_llm_categories_collections_and_query_enhancement(db_url):
+    from cortex_pg import AgenticMemorySystem
+    from tests.helpers.openai_stub import OpenAIStub
+
+    with OpenAIStub(chat=stub_llm) as stub:
+        system = AgenticMemorySystem(
+            database_url=db_url,
+            embedder=HashingEmbedder(),
+            api_key="sk-test",
+            llm_base_url=stub.base_url,
+            enable_smart_collections=True,
+            enable_background_processing=False,
+        )
+        try:
+            for i in range(10):
+                system.add_note(f"Python service {i}: profiling the slow endpoint", user_id="llm")
+                system.add_note(f"Fitness {i}: morning run and stretching", user_id="llm")
+            found = collections(system.store, "llm")
+            assert found == {
+                "work": 10, "work.programming": 10, "work.programming.python": 10,
+                "personal": 10, "personal.health": 10, "personal.health.fitness": 10,
+            }  # fmt: skip
+            with system.store.engine.connect() as conn:
+                rows = conn.execute(text("SELECT DISTINCT source, description FROM cortex.collections WHERE path = 'work'")).all()
+            assert [(r.source, r.description) for r in rows] == [("llm", "Notes about work")]
+            analysis = [r["body"] for r in stub.requests if r["body"].get("response_format", {}).get("json_schema", {}).get("name") == "content_analysis"]
+            assert "work.programming.python (1 notes)" in analysis[2]["messages"][-1]["content"]
+            stub.requests.clear()
+            results = system.search("slow endpoint", user_id="llm", limit=5)
+            queries = [r for r in stub.requests if r["body"]["response_format"]["json_schema"]["name"] == "collection_query"]
+            assert 1 <= len(queries) <= 4
+            via = [r for r in results if r["search_strategy"] == "collection"]
+            assert via and all(r["collection_name"].startswith("work") and r["query_enhanced"] for r in via)
+            assert all("Python service" in r["content"] for r in via)
+            assert {"collection_similarity", "composite_score"} <= set(results[0])
+        finally:
+            system.shutdown()
