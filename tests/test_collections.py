@@ -313,3 +313,23 @@ def test_llm_categories_collections_and_query_enhancement(db_url):
             assert {"collection_similarity", "composite_score"} <= set(results[0])
         finally:
             system.shutdown()
+
+
+def test_cli_lists_collections(store, db_url):
+    from typer.testing import CliRunner
+
+    from cortex_pg.cli import app
+
+    def run(*args: str):
+        return CliRunner().invoke(app, ["--embedder", "hashing", *args], env={"DATABASE_URL": db_url})
+
+    for i in range(10):
+        store.add(f"Car note {i}: tyres", user_id="cli", category="hobbies.cars")
+    r = run("collections", "--user", "cli")
+    assert r.exit_code == 0 and "no collections for user 'cli'" in r.stdout and "'hobbies' with 10" in r.stdout
+    run_jobs(store)
+    r = run("collections", "--user", "cli")
+    assert r.exit_code == 0 and "hobbies.cars" in r.stdout and "10" in r.stdout
+    assert "hobbies.cars" not in run("collections", "--user", "someone").stdout
+    r = run("collections", "--user", " ")
+    assert r.exit_code == 2 and "--user" in r.output
