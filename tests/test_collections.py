@@ -63,7 +63,10 @@ def test_prefix_counts_follow_writes_by_whole_segments(store):
     assert (c["work"], c["work.programming"], c["work.meetings"]) == (len(WORK) - 1, len(WORK) - 2, 1)
     # the $under filter matches whole segments too
     found = store.search(
-        "workout run training performance", user_id="u", limit=50, where_filter={"category": {"$under": "work"}}
+        "workout run training performance",
+        user_id="u",
+        limit=50,
+        where_filter={"category": {"$under": "work"}},
     )
     assert found and all(r.note.category.split(".")[0] == "work" for r in found)
     with pytest.raises(ValidationError) as exc:
@@ -83,8 +86,10 @@ def test_collections_appear_at_the_threshold_and_not_before(store):
     assert collections(store, "t") == {"hobbies": 10, "hobbies.cars": 10}
     with store.engine.connect() as conn:
         row = conn.execute(
-            text("SELECT description, query_helper, source, centroid IS NOT NULL AS has_centroid "
-                 "FROM cortex.collections WHERE user_id = 't' AND path = 'hobbies.cars'")
+            text(
+                "SELECT description, query_helper, source, centroid IS NOT NULL AS has_centroid "
+                "FROM cortex.collections WHERE user_id = 't' AND path = 'hobbies.cars'"
+            )
         ).one()
     assert row.has_centroid and row.source == "offline" and row.description.startswith("hobbies.cars")
     # an 11th note does not refresh at once (grown < 1.5x and < +25, and under an hour)
@@ -114,8 +119,10 @@ def test_min_notes_is_a_database_setting(store):
         conn.execute(text("SET LOCAL cortex.collection_min_notes = 3"))
         for i in range(3):
             conn.execute(
-                text("INSERT INTO cortex.notes (id, user_id, content, category) "
-                     "VALUES (gen_random_uuid(), 'm', :c, 'books.scifi')"),
+                text(
+                    "INSERT INTO cortex.notes (id, user_id, content, category) "
+                    "VALUES (gen_random_uuid(), 'm', :c, 'books.scifi')"
+                ),
                 {"c": f"book {i}"},
             )
         queued = conn.execute(
@@ -130,12 +137,14 @@ def test_search_with_collections_on_the_mixed_corpus(db_url, minilm):
         add_corpus(store, "alice")
         run_jobs(store)
         assert set(collections(store, "alice")) >= {"work", "work.programming", "workout", "hobbies.cars"}
-        results = store.search("performance optimization", user_id="alice", limit=5, collections=True, now=NOW)
+        results = store.search(
+            "performance optimization", user_id="alice", limit=5, collections=True, now=NOW
+        )
         assert [r.note.category for r in results[:3]] == ["work.programming"] * 3
         top = results[0]
         assert top.search_strategy == "collection" and top.collection_name.startswith("work")
         assert top.composite_score == pytest.approx(0.3 * top.collection_similarity + 0.7 * top.score)
-        assert all(r.composite_score >= s.composite_score for r, s in zip(results, results[1:]))
+        assert all(r.composite_score >= s.composite_score for r, s in zip(results, results[1:], strict=False))
         assert len({r.id for r in results}) == len(results)
         # a date window filters collection results too
         start, end = NOW - timedelta(days=10), NOW - timedelta(days=2)
@@ -179,9 +188,17 @@ def test_offline_categories_keyword_path_and_nearest_collection(db_url, monkeypa
         database_url=db_url, embedder=HashingEmbedder(), enable_background_processing=False
     )
     try:
-        a = system.add_note("Quantum entanglement links particles", user_id="k", keywords=["Quantum physics", "entanglement"])
-        assert system.read(a).category == "quantum_physics.entanglement" == keyword_path(["Quantum physics", "entanglement"])
-        b = system.add_note("Quantum entanglement links particles", user_id="k2", keywords=["Quantum physics", "entanglement"])
+        a = system.add_note(
+            "Quantum entanglement links particles", user_id="k", keywords=["Quantum physics", "entanglement"]
+        )
+        assert (
+            system.read(a).category
+            == "quantum_physics.entanglement"
+            == keyword_path(["Quantum physics", "entanglement"])
+        )
+        b = system.add_note(
+            "Quantum entanglement links particles", user_id="k2", keywords=["Quantum physics", "entanglement"]
+        )
         assert system.read(b).category == system.read(a).category  # stable for the same text
         for i in range(10):  # a collection "hobbies.cars" of nearly the same text
             system.add_note(f"car tyres brakes engine oil {i}", user_id="k", category="hobbies.cars")
@@ -219,7 +236,9 @@ def test_worker_killed_during_a_refresh_leaves_the_old_row(store, db_url, tmp_pa
     for i in range(30):  # grown past 1.5x; force the refresh (the hour has not passed)
         store.add(f"Extra car note {i} about wheels", user_id="r", category="hobbies.cars")
     with store.engine.begin() as conn:
-        conn.execute(text("DELETE FROM cortex.evolution_jobs WHERE kind = 'collection' AND status = 'queued'"))
+        conn.execute(
+            text("DELETE FROM cortex.evolution_jobs WHERE kind = 'collection' AND status = 'queued'")
+        )
         assert conn.execute(text("SELECT cortex.enqueue_collection_job('r', 'hobbies.cars')")).scalar_one()
     marker = tmp_path / "taken"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
@@ -237,10 +256,14 @@ def test_worker_killed_during_a_refresh_leaves_the_old_row(store, db_url, tmp_pa
     with store.engine.connect() as conn:
         assert conn.execute(text(read)).one() == before
         status = conn.execute(
-            text("SELECT status, locked_by FROM cortex.evolution_jobs WHERE kind = 'collection' AND collection_path = 'hobbies.cars' AND status <> 'done'")
+            text(
+                "SELECT status, locked_by FROM cortex.evolution_jobs WHERE kind = 'collection' AND collection_path = 'hobbies.cars' AND status <> 'done'"
+            )
         ).one()
     assert status.status == "running" and status.locked_by.startswith("doomed")
-    assert Worker(store, listen=False, lock_timeout=0).process_available() >= 1  # the lock counts as abandoned
+    assert (
+        Worker(store, listen=False, lock_timeout=0).process_available() >= 1
+    )  # the lock counts as abandoned
     with store.engine.connect() as conn:
         after = conn.execute(text(read)).one()
     assert after.memory_count == before.memory_count + 30 and after.refreshed_at > before.refreshed_at
@@ -299,13 +322,24 @@ def test_llm_categories_collections_and_query_enhancement(db_url):
                 "personal": 10, "personal.health": 10, "personal.health.fitness": 10,
             }  # fmt: skip
             with system.store.engine.connect() as conn:
-                rows = conn.execute(text("SELECT DISTINCT source, description FROM cortex.collections WHERE path = 'work'")).all()
+                rows = conn.execute(
+                    text("SELECT DISTINCT source, description FROM cortex.collections WHERE path = 'work'")
+                ).all()
             assert [(r.source, r.description) for r in rows] == [("llm", "Notes about work")]
-            analysis = [r["body"] for r in stub.requests if r["body"].get("response_format", {}).get("json_schema", {}).get("name") == "content_analysis"]
+            analysis = [
+                r["body"]
+                for r in stub.requests
+                if r["body"].get("response_format", {}).get("json_schema", {}).get("name")
+                == "content_analysis"
+            ]
             assert "work.programming.python (1 notes)" in analysis[2]["messages"][-1]["content"]
             stub.requests.clear()
             results = system.search("slow endpoint", user_id="llm", limit=5)
-            queries = [r for r in stub.requests if r["body"]["response_format"]["json_schema"]["name"] == "collection_query"]
+            queries = [
+                r
+                for r in stub.requests
+                if r["body"]["response_format"]["json_schema"]["name"] == "collection_query"
+            ]
             assert 1 <= len(queries) <= 4
             via = [r for r in results if r["search_strategy"] == "collection"]
             assert via and all(r["collection_name"].startswith("work") and r["query_enhanced"] for r in via)
@@ -326,7 +360,9 @@ def test_cli_lists_collections(store, db_url):
     for i in range(10):
         store.add(f"Car note {i}: tyres", user_id="cli", category="hobbies.cars")
     r = run("collections", "--user", "cli")
-    assert r.exit_code == 0 and "no collections for user 'cli'" in r.stdout and "'hobbies' with 10" in r.stdout
+    assert (
+        r.exit_code == 0 and "no collections for user 'cli'" in r.stdout and "'hobbies' with 10" in r.stdout
+    )
     run_jobs(store)
     r = run("collections", "--user", "cli")
     assert r.exit_code == 0 and "hobbies.cars" in r.stdout and "10" in r.stdout

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-DEMO = '''
+DEMO = """
 import os
 from typing import Optional, List, Dict, Any
 from datetime import datetime
@@ -100,7 +100,7 @@ results = cortex_search.invoke({
     "session_id": "onboarding",
 })
 print(f"Top result: {results[0]['content'][:60]}..." if results else "No results")
-'''
+"""
 
 
 @pytest.mark.model

@@ -43,5 +43,7 @@ def collections_command(
             return
     table = Table("path", "notes", "description", "refreshed at", title=f"collections of {uid!r}")
     for c in found:
-        table.add_row(c.path, str(c.memory_count), c.description, c.refreshed_at.isoformat(timespec="seconds"))
+        table.add_row(
+            c.path, str(c.memory_count), c.description, c.refreshed_at.isoformat(timespec="seconds")
+        )
     console.print(table)

@@ -144,7 +144,9 @@ def search_with_collections(
     at = parse_instant(now, "now") or datetime.now(UTC)
     common = dict(options, user_id=uid, session_id=session_id, limit=lim, now=at, touch=False)
     found = [
-        dataclasses.replace(r, search_strategy="global", query_enhanced=False, composite_score=composite_score(0.0, r.score))
+        dataclasses.replace(
+            r, search_strategy="global", query_enhanced=False, composite_score=composite_score(0.0, r.score)
+        )
         for r in store.search(q, where_filter=where_filter, **common)
     ]
     [vector] = store._query_vectors([q])

@@ -26,8 +26,8 @@ import threading
 import time as _time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from functools import partial
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 

@@ -130,7 +130,13 @@ class Worker:
         wid = worker_id or f"{self.name}/main"
         with translate_db_errors(), self.store.engine.begin() as conn:
             jobs = queue.take(
-                conn, wid, limit=1, lock_timeout=self.lock_timeout, note_ids=note_ids, kinds=kinds, user_id=user_id
+                conn,
+                wid,
+                limit=1,
+                lock_timeout=self.lock_timeout,
+                note_ids=note_ids,
+                kinds=kinds,
+                user_id=user_id,
             )
         if not jobs:
             return False
@@ -162,7 +168,9 @@ class Worker:
 
     def _handle(self, conn: Any, job: queue.Job) -> dict[str, Any]:
         if job.kind == queue.COLLECTION_KIND and job.collection_path is not None:
-            return refresh_collection(conn, job.user_id, job.collection_path, self.store.embedder.name, self.describer)
+            return refresh_collection(
+                conn, job.user_id, job.collection_path, self.store.embedder.name, self.describer
+            )
         if job.kind != queue.DEFAULT_KIND or job.note_id is None:
             raise ValueError(f"unknown job kind {job.kind!r}")
         return evolve_note(conn, self.store.embedder, self.decider, job.user_id, job.note_id, k=self.k)
@@ -189,7 +197,9 @@ class Worker:
             The number of jobs run (done, retried or failed).
         """
         n = 0
-        while (max_jobs is None or n < max_jobs) and self.run_one(note_ids=note_ids, kinds=kinds, user_id=user_id):
+        while (max_jobs is None or n < max_jobs) and self.run_one(
+            note_ids=note_ids, kinds=kinds, user_id=user_id
+        ):
             n += 1
         return n
 

@@ -218,7 +218,17 @@ def take(
         },
     ).all()
     return [
-        Job(r.user_id, r.id, r.note_id, r.kind, r.attempts, r.max_attempts, r.locked_at, worker, r.collection_path)
+        Job(
+            r.user_id,
+            r.id,
+            r.note_id,
+            r.kind,
+            r.attempts,
+            r.max_attempts,
+            r.locked_at,
+            worker,
+            r.collection_path,
+        )
         for r in rows
     ]
 

@@ -51,7 +51,9 @@ def upgrade() -> None:
         sa.Column("memory_count", sa.Integer(), server_default=sa.text("0"), nullable=False),
         sa.Column("source", sa.Text(), server_default=sa.text("'offline'"), nullable=False),
         sa.Column("created_at", sa.TIMESTAMP(timezone=True), server_default=sa.text("now()"), nullable=False),
-        sa.Column("refreshed_at", sa.TIMESTAMP(timezone=True), server_default=sa.text("now()"), nullable=False),
+        sa.Column(
+            "refreshed_at", sa.TIMESTAMP(timezone=True), server_default=sa.text("now()"), nullable=False
+        ),
         sa.CheckConstraint("memory_count >= 0", name=op.f("ck_collections_memory_count_range")),
         sa.PrimaryKeyConstraint("user_id", "path", name=op.f("pk_collections")),
         schema="cortex",
