@@ -3,11 +3,15 @@
 Usage:
     python benchmarks/locomo_recall.py ../shared/data/locomo-dev.json [--k 5 10 25 50]
         [--embedder minilm|hashing] [--limit-conversations N] [--temporal-weight W]
-        [--variants hybrid entities expand links] [--evolve]
+        [--variants hybrid entities expand links collections] [--evolve]
 
 Variants (one ingest, each variant asks every question): ``hybrid`` (vector + BM25, the
 default search), ``entities`` (+ entity signal), ``expand`` (+ entities one hop away),
-``links`` (+ linked notes appended, ``include_links``; needs ``--evolve``). Entity variants
+``links`` (+ linked notes appended, ``include_links``; needs ``--evolve``), ``collections``
+(search with smart collections, ``collections=True``: every turn gets the offline category of
+``cortex_pg.collections.rules.keyword_path`` over its YAKE keywords at ingest, as a note
+without a category gets in the Prem API, and the collection jobs run before the questions;
+its search latency minus the ``hybrid`` one is what collections add). Entity variants
 make the ingest extract entities; ``--evolve`` runs the evolution worker over every note
 (offline heuristic) before the questions and reports its jobs/s.
 
@@ -87,7 +91,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--temporal-weight", type=float, default=0.0)
     ap.add_argument("--database-url", default=None)
     ap.add_argument(
-        "--variants", nargs="+", default=["hybrid"], choices=["hybrid", "entities", "expand", "links"]
+        "--variants",
+        nargs="+",
+        default=["hybrid"],
+        choices=["hybrid", "entities", "expand", "links", "collections"],
     )
     ap.add_argument("--evolve", action="store_true")
     ap.add_argument(
@@ -133,6 +140,14 @@ def run(store: MemoryStore, conversations, args) -> int:  # noqa: ANN001
     # warm the model so the first batch does not carry its load time
     store.embedder.embed(["warm up"])
     n_notes = 0
+    if "collections" in args.variants:
+        from cortex_pg.collections.rules import keyword_path
+        from cortex_pg.llm import ContentAnalyzer
+
+        analyzer = ContentAnalyzer()
+        for conv in conversations:
+            for item in conv.items:
+                item["category"] = keyword_path(analyzer.yake_keywords(item["content"]))
     t0 = time.perf_counter()
     id_to_dia: dict[str, str] = {}
     for conv in conversations:
@@ -156,6 +171,17 @@ def run(store: MemoryStore, conversations, args) -> int:  # noqa: ANN001
         print(
             f"evolution: {jobs} jobs in {evolve_s:.1f} s = {jobs / evolve_s:.1f} jobs/s (offline heuristic, 1 thread)"
         )
+    if "collections" in args.variants:
+        from sqlalchemy import text
+
+        from cortex_pg.evolution.worker import Worker
+        from cortex_pg.store.jobs import COLLECTION_KIND
+
+        t0 = time.perf_counter()
+        jobs = Worker(store, listen=False).process_available(kinds=[COLLECTION_KIND])
+        with store.engine.connect() as conn:
+            n = conn.execute(text("SELECT count(*) FROM cortex.collections")).scalar_one()
+        print(f"collections: {n} from {jobs} jobs in {time.perf_counter() - t0:.1f} s")
     for variant in args.variants:
         evaluate(store, conversations, id_to_dia, args, variant)
     return 0
@@ -167,6 +193,7 @@ def evaluate(store: MemoryStore, conversations, id_to_dia, args, variant: str) -
         "entities": {"entities": True},
         "expand": {"entities": True, "expand_entities": True},
         "links": {"include_links": True},
+        "collections": {"collections": True},
     }[variant]
     recalls: dict[int, list[float]] = defaultdict(list)
     per_cat: dict[tuple[int, int], list[float]] = defaultdict(list)

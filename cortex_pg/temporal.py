@@ -130,6 +130,16 @@ def auto_temporal_weight(query: str, date_range: object = None) -> float:
     return AUTO_TEMPORAL_WEIGHT if (date_range or has_temporal_keyword(query)) else 0.0
 
 
+ROLLING_WINDOWS = {
+    "last week": timedelta(days=7),
+    "past week": timedelta(days=7),
+    "last month": timedelta(days=30),
+    "past month": timedelta(days=30),
+    "last year": timedelta(days=365),
+    "past year": timedelta(days=365),
+}
+
+
 def _day_start(dt: datetime) -> datetime:
     return dt.replace(hour=0, minute=0, second=0, microsecond=0)
 
@@ -144,9 +154,11 @@ def parse_date_range(
         * a dict ``{"start": ..., "end": ...}`` (either may be missing; ISO 8601 or phrases; a
           date-only end includes that whole day) or an ISO 8601 interval "START/END";
         * "today", "yesterday";
-        * "last week": the 7 days before today; "last month": the 30 days before today;
+        * "last week" / "past week": the 7 days up to now (``[now - 7 days, now]``, so a note
+          written a minute ago is in it); "last month" / "past month": the 30 days up to now;
+          "last year" / "past year": the 365 days up to now;
         * "YYYY-MM": that month; "YYYY": that year; "YYYY-MM-DD": that day; "YYYY-Www": that ISO week;
-        * "this year" (1 January until today's end), "last year" (365 days), "tomorrow";
+        * "this year" (1 January until today's end), "tomorrow";
         * other phrases via dateparser, from that moment until ``now``: "3 days ago",
           "since March 2024" (from 1 March), "2 weeks ago"; a phrase in the future
           ("next friday") means that day.
@@ -179,18 +191,14 @@ def parse_date_range(
         return today, today + timedelta(days=1)
     if low == "yesterday":
         return today - timedelta(days=1), today
-    if low in ("last week", "past week"):
-        return today - timedelta(days=7), today
-    if low in ("last month", "past month"):
-        return today - timedelta(days=30), today
+    if low in ROLLING_WINDOWS:  # up to and including now (the window's end is exclusive)
+        return base - ROLLING_WINDOWS[low], base + timedelta(microseconds=1)
     if low in ("this week",):
         return today - timedelta(days=today.weekday()), today + timedelta(days=1)
     if low in ("this month",):
         return today.replace(day=1), today + timedelta(days=1)
     if low in ("this year",):
         return today.replace(month=1, day=1), today + timedelta(days=1)
-    if low in ("last year", "past year"):
-        return today - timedelta(days=365), today
     if low == "tomorrow":
         return today + timedelta(days=1), today + timedelta(days=2)
     try:

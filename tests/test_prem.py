@@ -82,15 +82,30 @@ def test_strategy_2_temporal_weight(readme_system):
 
 @pytest.mark.model
 def test_strategy_3_last_week(readme_system):
+    # "last week" is the 7 days up to now: the note of an hour ago is in it
     results = readme_system.search(
-        "team decisions", user_id="user_123", memory_source="ltm", date_range="last week", limit=3, now=NOW
+        "team decisions",
+        user_id="user_123",
+        memory_source="ltm",
+        date_range="last week",
+        temporal_weight=0.0,
+        limit=3,
+        now=NOW,
     )
     contents = [r["content"] for r in results]
     assert contents[0] == "Team decided to migrate from REST to GraphQL"
     assert set(contents) == {
         "Team decided to migrate from REST to GraphQL",
         "Discussed API rate limiting strategies using Redis",
+        "User prefers TypeScript over JavaScript for new projects",
     }
+    # with no temporal_weight the date_range turns recency on (0.7): the week-old note no longer
+    # leads (its recency exp(-7/7) = 0.37 against 0.87 and 0.99 for the others)
+    auto = readme_system.search(
+        "team decisions", user_id="user_123", memory_source="ltm", date_range="last week", limit=3, now=NOW
+    )
+    assert auto[0]["content"] != "Team decided to migrate from REST to GraphQL"
+    assert auto[0]["temporal_weighted"] is True
 
 
 @pytest.mark.model
@@ -117,6 +132,14 @@ def test_auto_temporal_weight(readme_system):
         "recent programming preferences", user_id="user_123", limit=3, now=NOW, temporal_weight=None
     )
     assert plain[0]["temporal_weighted"] is True
+    # auto-detection is the default; an explicit 0.0 is pure relevance
+    default = readme_system.search("what did we discuss yesterday?", user_id="user_123", limit=3, now=NOW)
+    assert default[0]["temporal_weighted"] is True
+    pure = readme_system.search(
+        "what did we discuss yesterday?", user_id="user_123", limit=3, now=NOW, temporal_weight=0.0
+    )
+    assert "temporal_weighted" not in pure[0]
+    assert "temporal_weighted" not in readme_system.search("programming", user_id="user_123", now=NOW)[0]
 
 
 def test_multi_user_and_no_widening(ams):

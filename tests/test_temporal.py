@@ -22,8 +22,11 @@ def d(*args):
     [
         ("today", (TODAY, TODAY + timedelta(days=1))),
         ("yesterday", (TODAY - timedelta(days=1), TODAY)),
-        ("last week", (TODAY - timedelta(days=7), TODAY)),
-        ("last month", (TODAY - timedelta(days=30), TODAY)),
+        # rolling windows up to and including now (the end is exclusive, hence now + 1 microsecond)
+        ("last week", (NOW - timedelta(days=7), NOW + timedelta(microseconds=1))),
+        ("past week", (NOW - timedelta(days=7), NOW + timedelta(microseconds=1))),
+        ("last month", (NOW - timedelta(days=30), NOW + timedelta(microseconds=1))),
+        ("last year", (NOW - timedelta(days=365), NOW + timedelta(microseconds=1))),
         ("2024-01", (d(2024, 1, 1), d(2024, 2, 1))),
         ("2023-12", (d(2023, 12, 1), d(2024, 1, 1))),
         ("2023", (d(2023, 1, 1), d(2024, 1, 1))),

@@ -4,6 +4,7 @@
 * :mod:`~cortex_pg.cli.notes` — ``add``, ``ingest``, ``search``, ``stats``
 * :mod:`~cortex_pg.cli.models` — ``reembed``, ``models``
 * :mod:`~cortex_pg.cli.entities` — ``entities``
+* :mod:`~cortex_pg.cli.collections` — ``collections`` (a user's smart collections)
 * :mod:`~cortex_pg.cli.evolution` — ``worker``, ``jobs``
 * :mod:`~cortex_pg.cli.cortex` — ``cortex`` (the Prem Cortex test CLI)
 * :mod:`~cortex_pg.cli.serve` — ``serve`` (the HTTP service and inspector, extra ``server``)
@@ -23,7 +24,7 @@ from typing import Annotated
 
 import typer
 
-from cortex_pg.cli import cortex, db, entities, evolution, keys, models, notes, serve
+from cortex_pg.cli import collections, cortex, db, entities, evolution, keys, models, notes, serve
 from cortex_pg.cli.common import Options
 
 app = typer.Typer(help="cortex-pg: long-term memory for AI agents, in PostgreSQL.", no_args_is_help=True)
@@ -48,7 +49,7 @@ def main(
     ctx.obj = Options(database_url, home, embedder)
 
 
-for _group in (db, notes, models, entities, evolution, cortex, serve, keys):
+for _group in (db, notes, models, entities, collections, evolution, cortex, serve, keys):
     _group.register(app)
 
 __all__ = ["app"]

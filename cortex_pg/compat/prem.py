@@ -27,11 +27,19 @@ import time as _time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import text
 
+from cortex_pg.collections import (
+    LLMDescriber,
+    LLMEnhancer,
+    existing_categories_text,
+    note_category,
+    search_with_collections,
+)
 from cortex_pg.embeddings import HashingEmbedder, MiniLMEmbedder, OpenAIEmbedder
 from cortex_pg.embeddings.base import Embedder
 from cortex_pg.errors import NotFoundError, ValidationError
@@ -122,7 +130,11 @@ class AgenticMemorySystem:
         llm_model: chat model for analysis (and evolution decisions).
         stm_capacity: STM notes per (user_id, session_id).
         api_key: OpenAI key; falls back to ``OPENAI_API_KEY``; none = offline analysis.
-        enable_smart_collections: ask the analysis for a dot-path ``category`` too.
+        enable_smart_collections: search through the user's smart collections too (see
+            :mod:`cortex_pg.collections.search`); with an LLM, the analysis suggests the
+            category (the user's existing categories in the prompt), collections are described
+            and queries enhanced by the LLM. Every LTM note gets a category either way (see
+            :mod:`cortex_pg.collections.categorize`).
         enable_background_processing: deep processing after ``add_note`` returns (a worker
             thread) instead of before.
         database_url: external PostgreSQL; default ``DATABASE_URL`` or the embedded server.
@@ -172,7 +184,14 @@ class AgenticMemorySystem:
         self._added: list[str] = []
         self._closed = False
         self._lock = threading.Lock()
-        self.worker = Worker(self.store, decider=self._decider(), preprocess=self._preprocess_job)
+        smart_llm = self.llm if enable_smart_collections else None
+        self.worker = Worker(
+            self.store,
+            decider=self._decider(),
+            preprocess=self._preprocess_job,
+            describer=LLMDescriber(smart_llm) if smart_llm is not None else None,
+        )
+        self._enhancer = LLMEnhancer(smart_llm) if smart_llm is not None else None
         if enable_background_processing:
             self.worker.start()
 
@@ -243,7 +262,7 @@ class AgenticMemorySystem:
         )
         if links:
             self._set_links(nid, links)
-        self._schedule(nid)
+        self._schedule(nid, v.scope_id(user_id, "user_id"))
         return nid
 
     def _split_kwargs(self, kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -256,15 +275,18 @@ class AgenticMemorySystem:
                 metadata[k] = val
         return fields, v.metadata(metadata)
 
-    def _schedule(self, note_id: str) -> None:
+    def _schedule(self, note_id: str, user_id: str) -> None:
         if self.enable_background_processing:
             with self._lock:
                 self._added.append(note_id)
             return
         self.worker.process_available(note_ids=[note_id])
+        # the category written by deep processing may have queued collection jobs of this user
+        self.worker.process_available(kinds=[queue.COLLECTION_KIND], user_id=user_id)
 
     def _preprocess_job(self, job: queue.Job) -> None:
-        self._process_ltm(str(job.note_id))
+        if job.kind == queue.DEFAULT_KIND and job.note_id is not None:
+            self._process_ltm(str(job.note_id))
 
     def _process_ltm(self, note_id: str) -> None:
         """Deep processing: fill keywords/context/tags/category the caller left empty."""
@@ -274,21 +296,28 @@ class AgenticMemorySystem:
             return
         auto_keywords = not note.keywords or note.keywords == light_keywords(note.content)
         general = note.context in (None, "", DEFAULT_CONTEXT)
-        if not (auto_keywords or general):
-            return
-        analysis = self.analyzer.analyze(note.content, with_category=self.enable_smart_collections)
+        llm_category = not note.category and self._enhancer is not None
         changes: dict[str, Any] = {}
+        analysis: dict[str, Any] = {}
+        if auto_keywords or general or llm_category:
+            existing = ""
+            if llm_category:
+                with self.store.engine.connect() as conn:
+                    existing = existing_categories_text(conn, note.user_id)
+            analysis = self.analyzer.analyze(
+                note.content, with_category=self.enable_smart_collections, existing_categories=existing
+            )
         if auto_keywords and analysis.get("keywords"):
             changes["keywords"] = analysis["keywords"]
         if general and analysis.get("context") and analysis["context"] != DEFAULT_CONTEXT:
             changes["context"] = analysis["context"]
         if not note.tags and analysis.get("tags"):
             changes["tags"] = analysis["tags"]
-        if not note.category and analysis.get("category"):
-            try:
-                changes["category"] = v.category(analysis["category"])
-            except ValidationError:
-                log.warning("LLM category %r is not a dot path; ignored", analysis["category"])
+        if not note.category:
+            keywords = changes.get("keywords") or note.keywords
+            changes["category"], _source = note_category(
+                self.store, note.user_id, note.id, keywords, analysis.get("category")
+            )
         if changes:
             self.store.update(note_id, user_id=note.user_id, **changes)
 
@@ -334,7 +363,7 @@ class AgenticMemorySystem:
 
             with self.store.engine.begin() as conn:
                 queue.enqueue(conn, [current.user_id], [_uuid.UUID(current.id)])
-            self._schedule(current.id)
+            self._schedule(current.id, current.user_id)
         return True
 
     def delete(self, memory_id: str) -> bool:
@@ -380,7 +409,7 @@ class AgenticMemorySystem:
         context: str | None = None,
         user_id: str | None = None,
         session_id: str | None = None,
-        temporal_weight: float | None = 0.0,
+        temporal_weight: float | None = None,
         date_range: str | dict[str, Any] | None = None,
         now: datetime | str | None = None,
         include_links: bool = False,
@@ -395,7 +424,9 @@ class AgenticMemorySystem:
             context: ``score = 0.3 * score + 0.7 * cos(context, note)``.
             user_id, session_id: scope (None user = ``"default"``; None session = all sessions).
             temporal_weight: w in [0, 1]: ``score = (1 - w) * relevance + w * exp(-days_ago / 7)``;
-                None = auto (0.7 with a temporal keyword in the query or a date_range, else 0).
+                None (the default) = auto: 0.7 with a temporal keyword in the query (see
+                :func:`cortex_pg.temporal.has_temporal_keyword`) or a date_range, else 0.0;
+                an explicit 0.0 is pure relevance.
             date_range: see :func:`cortex_pg.temporal.parse_date_range`; applied to both tiers, in SQL.
             now: the instant "today", ages and relative ranges resolve against (default: now).
             include_links: append the notes the results link to (at most ``limit`` more), with
@@ -406,7 +437,9 @@ class AgenticMemorySystem:
             Dicts with id, content, keywords, tags, context, category, timestamp, last_accessed,
             links, retrieval_count, evolution_history, user_id, session_id, metadata, score,
             distance, memory_tier, semantic_score, recency_score, and temporal_weighted /
-            context_score when they apply. Never the embedding.
+            context_score when they apply; with smart collections also search_strategy,
+            collection_name, collection_similarity, query_enhanced and composite_score (the
+            ranking key). Never the embedding.
 
         Warns:
             STMLostWarning: (``memory_source`` ``all`` or ``stm``) the user's short-term memory in
@@ -421,7 +454,10 @@ class AgenticMemorySystem:
         if date_range is not None and date_range != "":
             date_from, date_to = parse_date_range(date_range, now=now)
         weight = auto_temporal_weight(query, date_range) if temporal_weight is None else temporal_weight
-        results = self.store.search(
+        search = self.store.search
+        if self.enable_smart_collections:
+            search = partial(search_with_collections, self.store, enhancer=self._enhancer)
+        results = search(
             query,
             user_id=user_id,
             session_id=session_id,
@@ -606,6 +642,11 @@ def _result_dict(r: SearchResult, links: dict[str, Any], weight: float) -> dict[
     if r.context_score is not None:
         out["context_score"] = r.context_score
     link_keys = (
+        "search_strategy",
+        "collection_name",
+        "collection_similarity",
+        "query_enhanced",
+        "composite_score",
         "is_linked",
         "linked_from",
         "relationship_type",

@@ -70,6 +70,8 @@ DISTRIBUTED_TABLES: tuple[str, ...] = (
     "bm25_postings",  # per-tenant inverted index (user_id, note_id, lexeme): tf, dl, impact
     "stm_scopes",  # sessions that had STM: began_at, lost_at (logged)
     "stm_marks",  # their unlogged twins, emptied with stm_notes by a worker's crash recovery
+    "category_counts",  # notes per category prefix (user_id, path), kept by triggers on notes
+    "collections",  # smart collections (user_id, path): description, query helper, centroid
 )
 
 #: Functions that act for one user: distributed with that argument and co-located with

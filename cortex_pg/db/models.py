@@ -397,7 +397,7 @@ class EvolutionJob(Base):
 
     user_id: Mapped[str]
     id: Mapped[int] = mapped_column(BigInteger, Identity(always=False))
-    note_id: Mapped[uuid.UUID]
+    note_id: Mapped[uuid.UUID | None]
     kind: Mapped[str] = mapped_column(server_default=text("'evolve'"))
     status: Mapped[str] = mapped_column(server_default=text("'queued'"))
     attempts: Mapped[int] = mapped_column(server_default=text("0"))
@@ -409,12 +409,14 @@ class EvolutionJob(Base):
     result: Mapped[dict[str, Any] | None]
     created_at: Mapped[datetime] = mapped_column(server_default=text("now()"))
     updated_at: Mapped[datetime] = mapped_column(server_default=text("now()"))
+    collection_path: Mapped[str | None]
 
     __table_args__ = (
         PrimaryKeyConstraint("user_id", "id"),
         ForeignKeyConstraint(["user_id", "note_id"], ["notes.user_id", "notes.id"], ondelete="CASCADE"),
         CheckConstraint("status IN ('queued', 'running', 'done', 'failed')", name="status_known"),
         CheckConstraint("attempts >= 0 AND max_attempts >= 1", name="attempts_range"),
+        CheckConstraint("num_nonnulls(note_id, collection_path) = 1", name="one_target"),
         Index("ix_evolution_jobs_ready", "run_after", "id", postgresql_where=text("status = 'queued'")),
         Index("ix_evolution_jobs_locked", "locked_at", postgresql_where=text("status = 'running'")),
         Index(
@@ -426,6 +428,56 @@ class EvolutionJob(Base):
             postgresql_where=text("status IN ('queued', 'running')"),
         ),
         Index("ix_evolution_jobs_status", "status"),
+        Index(
+            "uq_evolution_jobs_collection_active",
+            "user_id",
+            "collection_path",
+            "kind",
+            unique=True,
+            postgresql_where=text("status IN ('queued', 'running') AND collection_path IS NOT NULL"),
+        ),
+    )
+
+
+class CategoryCount(Base):
+    """How many current long-term notes of a user lie under a category prefix (``work`` counts
+    ``work`` and ``work.*`` by whole segments). Kept exact by triggers on ``notes``
+    (``collections/v1.sql``); a row that drops to 0 is deleted."""
+
+    __tablename__ = "category_counts"
+
+    user_id: Mapped[str]
+    path: Mapped[str]
+    note_count: Mapped[int] = mapped_column(server_default=text("0"))
+    updated_at: Mapped[datetime] = mapped_column(server_default=text("now()"))
+
+    __table_args__ = (PrimaryKeyConstraint("user_id", "path"),)
+
+
+class Collection(Base):
+    """A smart collection: a category prefix with enough notes (see ``collections/v1.sql``).
+
+    ``centroid`` is ``avg()`` of the members' text embeddings of ``model`` (untyped ``vector``);
+    ``description`` and ``query_helper`` (space-separated keywords appended to queries) come
+    from one LLM call or offline from the members' top keywords (``source``).
+    """
+
+    __tablename__ = "collections"
+
+    user_id: Mapped[str]
+    path: Mapped[str]
+    model: Mapped[str]
+    description: Mapped[str] = mapped_column(server_default=text("''"))
+    query_helper: Mapped[str] = mapped_column(server_default=text("''"))
+    centroid: Mapped[Any | None] = mapped_column(Vector())
+    memory_count: Mapped[int] = mapped_column(server_default=text("0"))
+    source: Mapped[str] = mapped_column(server_default=text("'offline'"))
+    created_at: Mapped[datetime] = mapped_column(server_default=text("now()"))
+    refreshed_at: Mapped[datetime] = mapped_column(server_default=text("now()"))
+
+    __table_args__ = (
+        PrimaryKeyConstraint("user_id", "path"),
+        CheckConstraint("memory_count >= 0", name="memory_count_range"),
     )
 
 

@@ -1,5 +1,9 @@
 """Evolution workers: threads in the process, or a standalone blocking worker.
 
+Jobs of kind ``evolve`` evolve one note; jobs of kind ``collection`` create or refresh one smart
+collection (:func:`cortex_pg.collections.refresh.refresh_collection`), queued by the category
+count triggers.
+
 Each thread loops: take one job (short transaction, committed lease), run it in a second
 transaction that writes its effects and marks it done (:func:`queue.finish`, guarded by the
 lease), or on error roll that back and record the failure with exponential backoff
@@ -24,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from cortex_pg.collections.refresh import Describer, refresh_collection
 from cortex_pg.errors import translate_db_errors
 from cortex_pg.evolution.decide import Decider, heuristic_decider
 from cortex_pg.evolution.evolve import DEFAULT_K, evolve_note
@@ -65,6 +70,8 @@ class Worker:
         listen: use LISTEN/NOTIFY to wake idle threads (polling stays the fallback).
         before_commit: called with the job after its effects are written and before the
             commit (a hook for tests and tracing; raising fails the attempt).
+        describer: writes a collection's description and query helper for ``collection`` jobs
+            (default: offline, from the members' keywords; see :mod:`cortex_pg.collections.refresh`).
         preprocess: called with the job before its evolution transaction, e.g. the Prem Cortex
             deep analysis (it commits its own changes; it must be idempotent, since a job can
             be retried; raising fails the attempt).
@@ -86,6 +93,7 @@ class Worker:
         before_commit: Callable[[queue.Job], None] | None = None,
         preprocess: Callable[[queue.Job], None] | None = None,
         name: str | None = None,
+        describer: Describer | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
@@ -100,6 +108,7 @@ class Worker:
         self.listen = listen
         self.before_commit = before_commit
         self.preprocess = preprocess
+        self.describer = describer
         self.name = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.stats = WorkerStats()
         self._lock = threading.Lock()
@@ -109,12 +118,26 @@ class Worker:
 
     # ------------------------------------------------------------------ one job
     def run_one(
-        self, *, worker_id: str | None = None, note_ids: Sequence[uuid.UUID | str] | None = None
+        self,
+        *,
+        worker_id: str | None = None,
+        note_ids: Sequence[uuid.UUID | str] | None = None,
+        kinds: Sequence[str] | None = None,
+        user_id: str | None = None,
     ) -> bool:
-        """Take and run one ready job in the calling thread; False when none was ready."""
+        """Take and run one ready job (of these notes / kinds / user when given) in the calling
+        thread; False when none was ready."""
         wid = worker_id or f"{self.name}/main"
         with translate_db_errors(), self.store.engine.begin() as conn:
-            jobs = queue.take(conn, wid, limit=1, lock_timeout=self.lock_timeout, note_ids=note_ids)
+            jobs = queue.take(
+                conn,
+                wid,
+                limit=1,
+                lock_timeout=self.lock_timeout,
+                note_ids=note_ids,
+                kinds=kinds,
+                user_id=user_id,
+            )
         if not jobs:
             return False
         self._run(jobs[0])
@@ -144,7 +167,11 @@ class Worker:
         self._count("done")
 
     def _handle(self, conn: Any, job: queue.Job) -> dict[str, Any]:
-        if job.kind != queue.DEFAULT_KIND:
+        if job.kind == queue.COLLECTION_KIND and job.collection_path is not None:
+            return refresh_collection(
+                conn, job.user_id, job.collection_path, self.store.embedder.name, self.describer
+            )
+        if job.kind != queue.DEFAULT_KIND or job.note_id is None:
             raise ValueError(f"unknown job kind {job.kind!r}")
         return evolve_note(conn, self.store.embedder, self.decider, job.user_id, job.note_id, k=self.k)
 
@@ -153,18 +180,26 @@ class Worker:
             setattr(self.stats, what, getattr(self.stats, what) + 1)
 
     def process_available(
-        self, *, note_ids: Sequence[uuid.UUID | str] | None = None, max_jobs: int | None = None
+        self,
+        *,
+        note_ids: Sequence[uuid.UUID | str] | None = None,
+        max_jobs: int | None = None,
+        kinds: Sequence[str] | None = None,
+        user_id: str | None = None,
     ) -> int:
         """Run ready jobs in the calling thread until none is left (or ``max_jobs``).
 
         With ``note_ids`` only those notes' jobs: the inline mode (``enable_background_processing
-        =False``) adds a note and evolves it before returning.
+        =False``) adds a note and evolves it before returning; ``kinds`` / ``user_id`` restrict
+        to jobs of those kinds / that user (e.g. the user's ``collection`` jobs).
 
         Returns:
             The number of jobs run (done, retried or failed).
         """
         n = 0
-        while (max_jobs is None or n < max_jobs) and self.run_one(note_ids=note_ids):
+        while (max_jobs is None or n < max_jobs) and self.run_one(
+            note_ids=note_ids, kinds=kinds, user_id=user_id
+        ):
             n += 1
         return n
 

@@ -45,7 +45,8 @@ def analysis_messages(
             "4. Give a hierarchical category in lowercase dot notation, 2-4 levels, no spaces, "
             "e.g. work.programming.python or personal.health.fitness; never 'general' or 'uncategorized'."
             + (
-                f"\nExisting categories, prefer these when they fit:\n{existing_categories}"
+                "\nExisting categories (with their note counts): reuse one when it fits, or extend "
+                "one by a level, and only otherwise make a new path:\n" + existing_categories
                 if existing_categories
                 else ""
             )
@@ -109,3 +110,46 @@ EVOLUTION_SCHEMA: dict[str, Any] = {
 def evolution_messages(prompt: str) -> list[dict]:
     """Messages for an evolution decision; ``prompt`` from ``cortex_pg.evolution.decide.build_prompt``."""
     return [{"role": "system", "content": SYSTEM_JSON}, {"role": "user", "content": prompt}]
+
+
+COLLECTION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"description": {"type": "string"}, "query_helper": {"type": "string"}},
+    "required": ["description", "query_helper"],
+    "additionalProperties": False,
+}
+
+
+def collection_messages(path: str, samples: list[str] | tuple[str, ...] | Any) -> list[dict]:
+    """Messages asking for a collection's one-sentence description and a query helper (a few
+    space-separated keywords that, appended to a search query, find its notes), from up to 20
+    of its notes."""
+    notes = "\n".join(f"- {s[:500]}" for s in list(samples)[:20])
+    user = (
+        f"These notes form the category {path!r}.\n"
+        "1. Describe what the category holds in one sentence (the description).\n"
+        "2. Give 3-6 lowercase keywords, separated by spaces, that a search query about this "
+        "category should include (the query_helper).\n\nNotes:\n" + notes
+    )
+    return [{"role": "system", "content": SYSTEM_JSON}, {"role": "user", "content": user}]
+
+
+ENHANCE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"relevant": {"type": "boolean"}, "enhanced_query": {"type": "string"}},
+    "required": ["relevant", "enhanced_query"],
+    "additionalProperties": False,
+}
+
+
+def enhance_messages(query: str, path: str, description: str, query_helper: str) -> list[dict]:
+    """Messages asking whether a collection is relevant to a query, and the query rewritten for
+    searching inside it (``{relevant, enhanced_query}``)."""
+    user = (
+        f"Search query: {query}\n"
+        f"Collection: {path}\nDescription: {description}\nTypical keywords: {query_helper}\n\n"
+        "Is this collection relevant to the query? If it is, rewrite the query so that it finds the "
+        "collection's notes best (keep its meaning; add the collection's vocabulary); if not, "
+        "return the query unchanged."
+    )
+    return [{"role": "system", "content": SYSTEM_JSON}, {"role": "user", "content": user}]

@@ -8,6 +8,9 @@ everywhere (the grammar is in ``sql/functions/compile_filter/v2.sql``):
 * ``{"field": value}`` is ``$eq``; operators ``$eq $ne $gt $gte $lt $lte $in $nin $contains``
   and ``$and $or $not``; columns (content, memory_type, importance, created_at, tags, ...) and
   metadata keys (anything else, or ``metadata.<key>``).
+* ``$under`` (``compile_filter`` v3) on a text column: a dot path and everything below it, by
+  whole segments (``{"category": {"$under": "work"}}`` matches ``work`` and ``work.python``,
+  never ``workout``).
 * A bare list value means "equal to exactly this list" (JSON equality), never "any of"
   (``$in``) nor "contains" (``$contains``).
 * A shape that could only match nothing because of how it is written raises

@@ -28,6 +28,7 @@ from sqlalchemy import Connection, text
 
 CHANNEL = "cortex_evolution"
 DEFAULT_KIND = "evolve"
+COLLECTION_KIND = "collection"  # create or refresh the collection at ``collection_path`` (no note)
 DEFAULT_MAX_ATTEMPTS = 5
 
 ENQUEUE = """
@@ -60,6 +61,7 @@ WITH picked AS (
         OR (j.status = 'running' AND j.locked_at < now() - make_interval(secs => :lock_timeout)))
       AND (CAST(:kinds AS text[]) IS NULL OR j.kind = ANY(CAST(:kinds AS text[])))
       AND (CAST(:note_ids AS uuid[]) IS NULL OR j.note_id = ANY(CAST(:note_ids AS uuid[])))
+      AND (CAST(:user_id AS text) IS NULL OR j.user_id = :user_id)
     ORDER BY j.run_after, j.id
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
@@ -69,7 +71,7 @@ SET status = 'running', locked_by = :worker, locked_at = now(), attempts = j.att
     updated_at = now()
 FROM picked
 WHERE j.user_id = picked.user_id AND j.id = picked.id
-RETURNING j.user_id, j.id, j.note_id, j.kind, j.attempts, j.max_attempts, j.locked_at
+RETURNING j.user_id, j.id, j.note_id, j.kind, j.attempts, j.max_attempts, j.locked_at, j.collection_path
 """
 
 FINISH = """
@@ -96,11 +98,13 @@ SET status = 'queued', attempts = 0, run_after = now(), locked_by = NULL, locked
 WHERE status = 'failed' AND (CAST(:user_id AS text) IS NULL OR user_id = :user_id)
   AND NOT EXISTS (
       SELECT 1 FROM cortex.evolution_jobs a
-      WHERE a.user_id = evolution_jobs.user_id AND a.note_id = evolution_jobs.note_id
+      WHERE a.user_id = evolution_jobs.user_id AND a.note_id IS NOT DISTINCT FROM evolution_jobs.note_id
+        AND a.collection_path IS NOT DISTINCT FROM evolution_jobs.collection_path
         AND a.kind = evolution_jobs.kind AND a.status IN ('queued', 'running'))
   AND id = (
       SELECT max(f.id) FROM cortex.evolution_jobs f
-      WHERE f.user_id = evolution_jobs.user_id AND f.note_id = evolution_jobs.note_id
+      WHERE f.user_id = evolution_jobs.user_id AND f.note_id IS NOT DISTINCT FROM evolution_jobs.note_id
+        AND f.collection_path IS NOT DISTINCT FROM evolution_jobs.collection_path
         AND f.kind = evolution_jobs.kind AND f.status = 'failed')
 RETURNING id
 """
@@ -119,18 +123,21 @@ class Job:
     """A job taken by a worker (its lease).
 
     Attributes:
+        note_id: the note of an ``evolve`` job; None for a ``collection`` job.
         attempts: this attempt's number, 1-based (incremented when taken).
         locked_at: when the lease started (aware UTC).
+        collection_path: the category prefix of a ``collection`` job, else None.
     """
 
     user_id: str
     id: int
-    note_id: uuid.UUID
+    note_id: uuid.UUID | None
     kind: str
     attempts: int
     max_attempts: int
     locked_at: datetime
     worker: str
+    collection_path: str | None = None
 
 
 def enqueue(
@@ -180,6 +187,7 @@ def take(
     lock_timeout: float = 300.0,
     kinds: Sequence[str] | None = None,
     note_ids: Sequence[uuid.UUID | str] | None = None,
+    user_id: str | None = None,
 ) -> list[Job]:
     """Take up to ``limit`` ready jobs for ``worker``; commit right after so the lease is visible.
 
@@ -191,8 +199,8 @@ def take(
     Args:
         worker: the taker's id (stored in ``locked_by``).
         lock_timeout: seconds after which a running job's lock counts as abandoned.
-        kinds / note_ids: restrict to jobs of these kinds / notes (None = any); inline
-            processing takes the jobs of the notes it has just added.
+        kinds / note_ids / user_id: restrict to jobs of these kinds / notes / this user (None =
+            any); inline processing takes the jobs of the notes it has just added.
 
     Returns:
         The jobs taken, oldest ``run_after`` first.
@@ -206,10 +214,22 @@ def take(
             "lock_timeout": lock_timeout,
             "kinds": list(kinds) if kinds is not None else None,
             "note_ids": [str(i) for i in note_ids] if note_ids is not None else None,
+            "user_id": user_id,
         },
     ).all()
     return [
-        Job(r.user_id, r.id, r.note_id, r.kind, r.attempts, r.max_attempts, r.locked_at, worker) for r in rows
+        Job(
+            r.user_id,
+            r.id,
+            r.note_id,
+            r.kind,
+            r.attempts,
+            r.max_attempts,
+            r.locked_at,
+            worker,
+            r.collection_path,
+        )
+        for r in rows
     ]
 
 

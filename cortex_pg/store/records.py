@@ -68,6 +68,12 @@ class SearchResult:
             links to it (Prem Cortex result shape); then ``linked_from`` is that result's id and
             ``relationship_type`` / ``relationship_strength`` (in [0, 1]) / ``relationship_reason``
             describe the link.
+        search_strategy: ``"collection"`` or ``"global"`` for a search with collections
+            (``search(collections=True)``, see :mod:`cortex_pg.collections.search`), else None;
+            then ``collection_name`` (the collection's path, None for global results),
+            ``collection_similarity`` (cosine(query, centroid) in [-1, 1]), ``query_enhanced``
+            (searched with the collection's enhanced query) and ``composite_score``
+            (``0.3 * collection_similarity + 0.7 * score``, similarity 0 for global results).
     """
 
     note: Note
@@ -87,6 +93,11 @@ class SearchResult:
     relationship_type: str | None = None
     relationship_strength: float | None = None
     relationship_reason: str | None = None
+    search_strategy: str | None = None
+    collection_name: str | None = None
+    collection_similarity: float | None = None
+    query_enhanced: bool | None = None
+    composite_score: float | None = None
 
     @property
     def id(self) -> str:
@@ -125,6 +136,14 @@ class SearchResult:
             entity_rank=self.entity_rank,
             is_linked=self.is_linked,
         )
+        if self.search_strategy is not None:
+            out.update(
+                search_strategy=self.search_strategy,
+                collection_name=self.collection_name,
+                collection_similarity=self.collection_similarity,
+                query_enhanced=self.query_enhanced,
+                composite_score=self.composite_score,
+            )
         if self.is_linked:
             out.update(
                 linked_from=self.linked_from,

@@ -93,6 +93,7 @@ class NoteSearch:
         entities: bool = False,
         expand_entities: bool = False,
         entity_weight: float = 0.5,
+        collections: bool = False,
     ) -> list[SearchResult]:
         """Hybrid search of one user's notes, in one SQL statement (``cortex.search_notes``).
 
@@ -132,6 +133,9 @@ class NoteSearch:
                 weight ``entity_weight`` (0.5) times the entities' specificity.
             expand_entities: also notes mentioning entities one relationship away (half weight).
             entity_weight: weight of the entity list in the fusion, in [0, 10].
+            collections: also search the user's smart collections nearest the query and rank
+                by ``composite_score = 0.3 * collection_similarity + 0.7 * score`` (see
+                :mod:`cortex_pg.collections.search`; offline query enhancement).
 
         Returns:
             Up to ``limit`` results, best first; with ``include_links`` up to ``limit`` linked
@@ -140,6 +144,16 @@ class NoteSearch:
         Raises:
             ValidationError: bad argument (blank query, limit <= 0, weight outside [0, 1], ...).
         """
+        if collections:
+            from cortex_pg.collections.search import search_with_collections
+
+            return search_with_collections(
+                self, query, user_id=user_id, session_id=session_id, limit=limit,
+                temporal_weight=temporal_weight, date_from=date_from, date_to=date_to, now=now,
+                memory_source=memory_source, where_filter=where_filter, context=context, touch=touch,
+                include_links=include_links, link_depth=link_depth, entities=entities,
+                expand_entities=expand_entities, entity_weight=entity_weight,
+            )  # fmt: skip
         query = validation.query(query)
         uid = validation.scope_id(user_id, "user_id")
         sid = validation.optional_scope_id(session_id, "session_id")

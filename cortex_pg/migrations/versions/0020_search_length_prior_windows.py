@@ -9,7 +9,7 @@ holds the later windows (``window_no > 0``) only: the search asks it whether a t
 rewriting their text (``register_embedding_model/v4.sql``).
 
 Revision ID: 0020
-Revises: 0018
+Revises: 0019
 Create Date: 2026-12-01 10:40:00
 """
 
@@ -22,7 +22,7 @@ from alembic import op
 from cortex_pg.db.migrate import read_sql
 
 revision: str = "0020"
-down_revision: str | None = "0018"
+down_revision: str | None = "0019"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
