@@ -54,6 +54,7 @@ def _chunk_text() -> Callable[..., Any]:
             "_documents", HERE.parent / "cortex_pg" / "documents.py"
         )
         module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # dataclasses look their module up
         spec.loader.exec_module(module)  # type: ignore[union-attr]
         chunk_text = module.chunk_text
     return chunk_text

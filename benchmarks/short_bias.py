@@ -5,9 +5,9 @@ Usage:
     python benchmarks/short_bias.py [--locomo ../shared/data/locomo-dev.json]
         [--embedding-cache FILE.npz] [--locomo-cache FILE.npz] [--embedder minilm]
 
-For each question, ``MemoryStore.search`` returns its pool (limit 20: the statement's pool
-for every limit up to 10) with each candidate's vector score ``v`` (``semantic_score``) and
-BM25 ``s`` (``text_score``). The pool is then re-ranked in Python by the statement's fusion,
+For each question, ``MemoryStore.search`` returns its 20 best (from the statement's pool of
+max(2 · limit, 20) = 40 candidates) with each candidate's vector score ``v``
+(``semantic_score``) and BM25 ``s`` (``text_score``). The pool is then re-ranked in Python by the statement's fusion,
 ``0.5 · minmax(v') + 0.5 · minmax(s')`` (without the session-neighbour smoothing, so the
 ``fused`` row is the reference for the remedies), with:
 
