@@ -24,7 +24,6 @@ INSERT INTO cortex.embeddings (user_id, note_id, model, kind, window_no, session
 SELECT r.user_id, r.id, :model, 'text', r.window_no, r.session_id, CAST(r.embedding AS vector)
 FROM jsonb_to_recordset(CAST(:rows AS jsonb))
      AS r(user_id text, id uuid, window_no int, session_id text, embedding text)
-WHERE EXISTS (SELECT 1 FROM cortex.notes n WHERE n.user_id = r.user_id AND n.id = r.id)
 ON CONFLICT (user_id, note_id, model, kind, window_no)
 DO UPDATE SET embedding = EXCLUDED.embedding, created_at = now()
 """
@@ -74,8 +73,7 @@ def embed_windows(embedder: Embedder, contents: Sequence[str]) -> list[list[list
 def write_text_embeddings(
     conn: Connection, model: str, notes: Sequence[NoteWindows], *, replace: bool = True
 ) -> int:
-    """Write the text windows of ``notes`` as embeddings of ``model`` (upsert; notes without a
-    long-term row, i.e. in STM only, get none), and with
+    """Write the text windows of ``notes`` (long-term notes) as embeddings of ``model`` (upsert), and with
     ``replace`` delete the windows past each note's count (left by a longer earlier text).
 
     ``replace=False`` is for notes inserted in the same transaction (they have no rows yet).

@@ -481,9 +481,9 @@ class NoteWriter:
             assignments.append("updated_at = now()")
             set_sql = ", ".join(assignments)
             with translate_db_errors(), self.engine.begin() as conn:
-                merged = conn.execute(text(sql.LOCK_NOTE_FOR_UPDATE), {"id": nid, "user_id": uid}).scalar()
-                if merged is not None:
-                    raise MergedNoteError(str(nid), str(merged))
+                locked = conn.execute(text(sql.LOCK_NOTE_FOR_UPDATE), {"id": nid, "user_id": uid}).first()
+                if locked is not None and locked.merged_into is not None:
+                    raise MergedNoteError(str(nid), str(locked.merged_into))
                 for table in ("cortex.notes", "cortex.stm_notes"):
                     conn.execute(
                         text(f"UPDATE {table} SET {set_sql} WHERE user_id = :user_id AND id = :id"), params
@@ -492,9 +492,9 @@ class NoteWriter:
                     note_links.replace_links(conn, uid, nid, new_links)
                 if vector is not None:
                     lit = vector_literal(vector[0])
-                    write_text_embeddings(
-                        conn, self.embedder.name, [NoteWindows(uid, str(nid), current.session_id, vector)]
-                    )
+                    if locked is not None:  # a long-term note (an STM-only one has no embeddings rows)
+                        note = NoteWindows(uid, str(nid), current.session_id, vector)
+                        write_text_embeddings(conn, self.embedder.name, [note])
                     conn.execute(
                         text(
                             "UPDATE cortex.stm_notes SET embedding = CAST(:v AS vector), model = :m "
