@@ -64,6 +64,7 @@ class DiskCachedEmbedder:
 
         self.inner, self.path = inner, path
         self.name, self.dim = inner.name, inner.dim
+        self.window_chars = getattr(inner, "window_chars", None)  # long notes' windows, as the inner's
         self.vectors = dict(np.load(path)) if path.exists() else {}
 
     def embed(self, texts):  # noqa: ANN001, ANN201

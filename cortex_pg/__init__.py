@@ -36,6 +36,8 @@ _LAZY = {
     "ShortTermMemory": "cortex_pg.compat.calute",
     "UserMemory": "cortex_pg.compat.calute",
     "AgenticMemorySystem": "cortex_pg.compat.prem",
+    "Chunk": "cortex_pg.documents",
+    "chunk_text": "cortex_pg.documents",
     "MemoryNote": "cortex_pg.compat.prem",
 }
 
@@ -50,6 +52,7 @@ if TYPE_CHECKING:
         UserMemory,
     )
     from cortex_pg.compat.prem import AgenticMemorySystem, MemoryNote
+    from cortex_pg.documents import Chunk, chunk_text
 
 
 def __getattr__(name: str) -> Any:
@@ -63,6 +66,8 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "AgenticMemorySystem",
+    "Chunk",
+    "chunk_text",
     "MemoryNote",
     "ContextualMemory",
     "CortexMemory",

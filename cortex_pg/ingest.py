@@ -1,6 +1,8 @@
 """Readers that turn files into note items for :meth:`MemoryStore.add_many`.
 
-* plain text: one note per paragraph (blocks separated by blank lines);
+* plain text or Markdown: one note per chunk of :func:`cortex_pg.documents.chunk_text`
+  (sections, paragraphs, sentences; small blocks merged up to the chunk size; a heading kept
+  with its text; the heading path as the note's ``context``);
 * LoCoMo JSON (Maharana et al., 2024): one note per dialogue turn, content
   ``"<speaker>: <text>"`` plus ``" [shares a photo: <caption>]"`` when the turn has an image
   caption, ``time`` = the session's ``date_time`` (taken as UTC) plus the turn's index in
@@ -23,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from cortex_pg.documents import DEFAULT_CHUNK_SIZE, DEFAULT_OVERLAP, chunk_text
 from cortex_pg.errors import ValidationError
 
 LOCOMO_TIME_FORMAT = "%I:%M %p on %d %B, %Y"  # "1:56 pm on 8 May, 2023"
@@ -34,17 +37,25 @@ class LocomoTimeWarning(UserWarning):
     """A LoCoMo session has no ``date_time``; its time was taken from a neighbouring session."""
 
 
-def text_items(path: Path) -> list[dict[str, Any]]:
-    """One item per paragraph of a UTF-8 text file (blank-line separated, whitespace-trimmed).
+def text_items(
+    path: Path, *, size: int = DEFAULT_CHUNK_SIZE, overlap: int = DEFAULT_OVERLAP
+) -> list[dict[str, Any]]:
+    """One item per chunk of a UTF-8 text or Markdown file (:func:`~cortex_pg.documents.chunk_text`
+    with ``size`` and ``overlap`` characters); a chunk under Markdown headings carries their
+    path as ``context``. The same file gives the same items (so storing it again stores nothing).
 
     Raises:
-        ValidationError: the file is not UTF-8 text.
+        ValidationError: the file is not UTF-8 text (field ``path``), or ``size`` / ``overlap``
+            is out of range (see ``chunk_text``).
     """
     try:
         body = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise ValidationError("path", f"{path} is not UTF-8 text: {exc}") from None
-    return [{"content": p.strip()} for p in re.split(r"\n\s*\n", body) if p.strip()]
+    return [
+        {"content": c.text, **({"context": c.context} if c.context else {})}
+        for c in chunk_text(body, size=size, overlap=overlap)
+    ]
 
 
 def parse_locomo_time(value: str) -> datetime:

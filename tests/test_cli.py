@@ -91,27 +91,34 @@ def test_get_and_delete_one_note(run):
 def test_ingest_counts_the_file_s_notes_new_and_already_stored(run, tmp_path):
     # counted per content (not as the change of the user's note count, which concurrent
     # writers move; the standing program runs ingest beside them)
+    one, two = "The first paragraph, thirty.", "The second paragraph, thirty."
     f = tmp_path / "notes.txt"
-    f.write_text("One.\n\nTwo.\n\nOne.\n")
-    run("add", "Two.", "--user", "n")  # already there
-    run("add", "One.", "--user", "n", "--session", "other")  # another session: not the same note
-    r = run("ingest", str(f), "--user", "n")
+    f.write_text(f"{one}\n\n{two}\n\n{one}\n")  # a paragraph per chunk of 50 characters
+    run("add", two, "--user", "n")  # already there
+    run("add", one, "--user", "n", "--session", "other")  # another session: not the same note
+    r = run("ingest", str(f), "--user", "n", "--chunk-size", "50")
     assert r.exit_code == 0 and "3 read, 1 new, 2 already stored" in r.stdout
 
 
-def test_ingest_text_paragraphs(run, tmp_path):
-    f = tmp_path / "notes.txt"
-    f.write_text("First paragraph\nstill first.\n\n\nSecond paragraph.\n\n  \nThird.\n")
-    r = run("ingest", str(f), "--user", "t")
-    assert r.exit_code == 0 and "3 read, 3 new, 0 already stored" in r.stdout
-    r = run("ingest", str(f), "--user", "t")  # again: nothing new
-    assert r.exit_code == 0 and "3 read, 0 new, 3 already stored" in r.stdout
-    r = run("search", "paragraph", "--user", "t", "--json")
-    assert {d["content"] for d in json.loads(r.stdout)} == {
-        "First paragraph\nstill first.",
-        "Second paragraph.",
-        "Third.",
-    }
+def test_ingest_text_chunks_keep_headings_with_their_text_and_store_nothing_twice(run, tmp_path):
+    f = tmp_path / "guide.md"
+    body = "The installer copies the files and checks the checksums of each package. " * 12
+    f.write_text(f"# Guide\n\n## Install\n\n{body}\n\n## Usage\n\n" + "Run the tool on a folder. " * 30)
+    r = run("ingest", str(f), "--user", "t", "--chunk-size", "600")
+    assert r.exit_code == 0 and "0 already stored" in r.stdout
+    read = int(r.stdout.split(" read")[0].split()[-1])
+    r = run("ingest", str(f), "--user", "t", "--chunk-size", "600")  # again: nothing new
+    assert r.exit_code == 0 and f"{read} read, 0 new, {read} already stored" in r.stdout
+    r = run("search", "checksums of each package", "--user", "t", "--json", "--limit", "20")
+    notes = json.loads(r.stdout)
+    assert len(notes) == read >= 2
+    for note in notes:  # no heading is a note of its own, and every note has a text line
+        lines = [x for x in note["content"].splitlines() if x.strip()]
+        assert any(not x.startswith("#") for x in lines)
+    contexts = {n["context"] for n in notes}
+    assert "Guide > Install" in contexts and "Guide > Usage" in contexts
+    r = run("ingest", str(f), "--user", "t", "--chunk-size", "10")
+    assert r.exit_code == 2 and "--chunk-size" in r.stderr
 
 
 def test_ingest_locomo_shape(run, tmp_path):

@@ -96,19 +96,23 @@ def test_over_the_cap_names_content(store):
     assert info.value.field == "items[1].content"
 
 
-def test_the_embedding_reads_its_window(store):
-    head = "x" * validation.EMBEDDING_WINDOW
+def test_a_long_note_is_embedded_window_by_window(store):
+    from cortex_pg.embeddings.windows import MAX_WINDOW_CHARS
+
+    head = "x" * MAX_WINDOW_CHARS  # the hashing embedder's window: 4,096 characters
     a = store.add(head + " tail one", user_id="w", to_stm=False)
     b = store.add(head + " tail two", user_id="w", to_stm=False)
     with store.engine.connect() as conn:
-        same = conn.execute(
+        rows = conn.execute(
             text(
-                "SELECT (SELECT embedding FROM cortex.embeddings WHERE note_id = :a AND kind = 'text') = "
-                "(SELECT embedding FROM cortex.embeddings WHERE note_id = :b AND kind = 'text')"
-            ),
-            {"a": a, "b": b},
-        ).scalar()
-    assert same
+                "SELECT note_id::text, window_no, embedding::text FROM cortex.embeddings "
+                "WHERE user_id = 'w' AND kind = 'text' ORDER BY note_id, window_no"
+            )
+        ).all()
+    windows = {(r[0], r[1]): r[2] for r in rows}
+    assert sorted(k for n, k in windows if n == a) == [0, 1] == sorted(k for n, k in windows if n == b)
+    assert windows[(a, 0)] == windows[(b, 0)]  # the same first window
+    assert windows[(a, 1)] != windows[(b, 1)]  # the tails differ, and are embedded
 
 
 def test_server_errors_name_the_callers_field(store):

@@ -5,24 +5,32 @@ both, and writes ``stm_memories.json``, ``ltm_memories.json`` and ``full_query_r
 to an output directory. ``--stm-json`` / ``--ltm-json`` import such files (ids kept), so
 export -> clear -> import round-trips.
 
-Chunking: the file is split on blank-line blocks; a block longer than 2,000 characters is
-re-split into pieces of at most 2,000 characters on word boundaries, each piece starting
-with the last ~200 characters of the previous one (overlap).
+Chunking, as the original CLI does it: the file is split into sections on its separator (three
+blank lines, ``"\n\n\n\n"``), and a section longer than 2,000 characters into chunks of at
+most 2,000 characters with 200 characters of overlap, by paragraphs, then lines, sentences
+and words (:func:`cortex_pg.documents.chunk_text`). cortex-pg adds the document rules: a
+heading stays with the text that follows it, no chunk is under 400 characters unless the
+file is, and a chunk under Markdown headings gets their path as its ``context``.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import textwrap
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-CHUNK_SIZE = 2000
-CHUNK_OVERLAP = 200
+from cortex_pg.documents import (
+    PREM_CHUNK_OVERLAP,
+    PREM_CHUNK_SIZE,
+    PREM_SECTION_SEPARATOR,
+    Chunk,
+    chunk_text,
+)
+
 EXPORT_KEYS = (
     "id",
     "content",
@@ -42,21 +50,15 @@ EXPORT_KEYS = (
 )
 
 
-def split_chunks(body: str, size: int = CHUNK_SIZE, overlap: int = CHUNK_OVERLAP) -> list[str]:
-    """Blank-line blocks; blocks over ``size`` characters re-split with ``overlap`` (see module doc)."""
-    chunks: list[str] = []
-    for block in re.split(r"\n\s*\n", body):
-        block = block.strip()
-        if not block:
-            continue
-        if len(block) <= size:
-            chunks.append(block)
-            continue
-        pieces = textwrap.wrap(block, width=size - overlap, break_long_words=True, replace_whitespace=False)
-        for i, piece in enumerate(pieces):
-            prefix = pieces[i - 1][-overlap:] if i else ""
-            chunks.append((prefix + " " + piece).strip() if prefix else piece)
-    return chunks
+def split_chunks(body: str) -> list[Chunk]:
+    """The chunks the ``cortex`` command stores for a file's text (see the module doc).
+
+    Raises:
+        ValidationError: ``body`` is not a string.
+    """
+    return chunk_text(
+        body, size=PREM_CHUNK_SIZE, overlap=PREM_CHUNK_OVERLAP, section_separator=PREM_SECTION_SEPARATOR
+    )
 
 
 def _parse_timestamp(value: Any) -> Any:
@@ -124,7 +126,8 @@ def register(app: typer.Typer) -> None:
                     except UnicodeDecodeError as exc:
                         raise ValidationError(str(input_file), f"not UTF-8 text: {exc}") from None
                     for chunk in chunks:
-                        system.add_note(chunk, user_id=user_id, session_id=session_id)
+                        extra = {"context": chunk.context} if chunk.context else {}
+                        system.add_note(chunk.text, user_id=user_id, session_id=session_id, **extra)
                     console.print(f"stored {len(chunks)} chunks of {input_file}")
                 queries = list(query or [])
                 if queries_file:

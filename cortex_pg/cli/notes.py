@@ -9,7 +9,8 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from cortex_pg.cli.common import console, data_location, handle_errors, open_store, progress_bar
+from cortex_pg.cli.common import console, data_location, handle_errors, open_store, progress_bar, settings_of
+from cortex_pg.documents import DEFAULT_OVERLAP
 
 
 def register(app: typer.Typer) -> None:
@@ -65,32 +66,50 @@ def add(
     console.print(nid)
 
 
-@handle_errors(flags={"to_stm": "--no-stm", "path": "PATH"})
+@handle_errors(flags={"to_stm": "--no-stm", "path": "PATH", "size": "--chunk-size", "overlap": "--overlap"})
 def ingest(
     ctx: typer.Context,
     path: Annotated[Path, typer.Argument(exists=True, dir_okay=False, readable=True)],
     format: Annotated[
-        str, typer.Option("--format", "-f", help="text (one note per paragraph) or locomo.")
+        str, typer.Option("--format", "-f", help="text (Markdown or plain, in chunks) or locomo.")
     ] = "text",
     user: Annotated[str, typer.Option("--user", "-u", help="Tenant for text files.")] = "default",
     session: Annotated[str, typer.Option("--session", "-s", help="Session for text files.")] = "default",
     batch_size: Annotated[int, typer.Option(help="Notes per embedding batch and insert.")] = 32,
+    chunk_size: Annotated[
+        int | None,
+        typer.Option(help="Characters per text chunk (default: the embedder's window, 1,000 for MiniLM)."),
+    ] = None,
+    overlap: Annotated[
+        int, typer.Option(help="Characters a text chunk repeats from the previous one.")
+    ] = DEFAULT_OVERLAP,
     stm: Annotated[bool, typer.Option("--stm/--no-stm")] = True,
     entities: Annotated[
         bool,
         typer.Option("--entities/--no-entities", help="Extract entities (for `cortex-pg entities`)."),
     ] = True,
 ) -> None:
-    """Ingest a file: plain text (a note per paragraph) or a LoCoMo JSON file (a note per turn).
+    """Ingest a file: text or Markdown (a note per chunk) or a LoCoMo JSON file (a note per turn).
+
+    Text is cut by ``cortex_pg.chunk_text``: sections, paragraphs, then sentences, small blocks
+    merged up to --chunk-size characters, a heading kept with its text, the heading path as the
+    note's context.
 
     Prints how many notes were read, how many are new and how many were already stored
     (the same content in the same user and session is stored once).
     """
     from cortex_pg import ingest as readers
+    from cortex_pg.embeddings import embedder_from_name
+    from cortex_pg.embeddings.windows import window_chars
     from cortex_pg.errors import ValidationError
 
     if format == "text":
-        batches = [(user, readers.text_items(path))]
+        size = (
+            chunk_size
+            if chunk_size is not None
+            else window_chars(embedder_from_name(settings_of(ctx).embedder))
+        )
+        batches = [(user, readers.text_items(path, size=size, overlap=overlap))]
     elif format == "locomo":
         batches = [(c.sample_id, c.items) for c in readers.read_locomo(path)]
     else:

@@ -22,13 +22,17 @@ class HashingEmbedder:
     Args:
         dim: vector length (default 384, the size of all-MiniLM-L6-v2).
         name: stored model name; defaults to ``f"hashing-{dim}"``.
+        window_chars: characters per embedded window of a long note (None: 4,096, the cap
+            of :mod:`cortex_pg.embeddings.windows`).
     """
 
-    def __init__(self, dim: int = 384, name: str | None = None) -> None:
+    def __init__(self, dim: int = 384, name: str | None = None, window_chars: int | None = None) -> None:
         if dim <= 0:
             raise ValueError("dim must be positive")
         self.dim = dim
         self.name = name or f"hashing-{dim}"
+        if window_chars is not None:
+            self.window_chars = window_chars
 
     def _features(self, text: str) -> list[str]:
         words = _WORD.findall(text.lower())

@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 MODEL_NAME = "all-MiniLM-L6-v2"
 DIM = 384
 MAX_TOKENS = 256  # sentence_bert_config.json: max_seq_length
+# characters per embedded window of a long note: 256 word pieces are about 1,000 characters of
+# English (cortex_pg.embeddings.windows); consecutive windows overlap by 200 characters
+WINDOW_CHARS = 1000
 EXPORT_VERSION = "1"  # bump when onnx_export writes a different graph
 
 
@@ -102,6 +105,7 @@ class MiniLMEmbedder:
     MODEL_NAME = MODEL_NAME
     name = MODEL_NAME
     dim = DIM
+    window_chars = WINDOW_CHARS
 
     def __init__(self, batch_size: int = 32, threads: int | None = None) -> None:
         if batch_size <= 0:

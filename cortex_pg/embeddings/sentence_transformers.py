@@ -74,7 +74,9 @@ class MiniLMTorchEmbedder(SentenceTransformerEmbedder):
     MODEL_NAME = "all-MiniLM-L6-v2"
 
     def __init__(self, batch_size: int = 64) -> None:
-        from cortex_pg.embeddings.minilm import model_dir
+        from cortex_pg.embeddings.minilm import WINDOW_CHARS, model_dir
+
+        self.window_chars = WINDOW_CHARS
 
         super().__init__(str(model_dir()), name=self.MODEL_NAME, dim=384, batch_size=batch_size)
 

@@ -31,6 +31,7 @@ from cortex_pg.embeddings.base import Embedder
 from cortex_pg.errors import NotFoundError, ValidationError, translate_db_errors
 from cortex_pg.store import validation
 from cortex_pg.store.rows import vector_literal
+from cortex_pg.store.text_embeddings import NoteWindows, embed_windows, write_text_embeddings
 
 if TYPE_CHECKING:
     from cortex_pg.store.memory_store import MemoryStore
@@ -73,14 +74,10 @@ SET content = :content, keywords = :keywords, tags = :tags, context = :context, 
 WHERE user_id = :user_id AND id = :target
 """
 
-UPDATE_EMBEDDING = """
-UPDATE cortex.embeddings SET embedding = CAST(:embedding AS vector), created_at = now()
-WHERE user_id = :user_id AND note_id = :target AND model = :model AND kind = 'text' AND window_no = 0
-"""
-
+# after the target's text windows are rewritten (cortex_pg.store.text_embeddings)
 DROP_OTHER_EMBEDDINGS = """
 DELETE FROM cortex.embeddings WHERE user_id = :user_id AND note_id = :target
-  AND (model <> :model OR kind <> 'text' OR window_no <> 0)
+  AND (model <> :model OR kind <> 'text')
 """
 
 # Move every link touching the source onto the target; on a clash the stronger link wins.
@@ -188,7 +185,8 @@ def merge_in(
         "created_at": max(src["created_at"], dst["created_at"]),
         "access_count": max(int(src["access_count"]), int(dst["access_count"])),
     }
-    vector = embedder.embed([validation.embedding_text(content)])[0] if content != dst["content"] else None
+    windows = embed_windows(embedder, [content])[0] if content != dst["content"] else None
+    vector = windows[0] if windows else None
     conn.execute(text("SELECT set_config('cortex.change_reason', 'merge', true)"))
     # the source first: it leaves the unique content-hash indexes before the target may take its text
     conn.execute(text(MARK_SOURCE), {**values, "entry": json.dumps([source_entry])})
@@ -198,7 +196,8 @@ def merge_in(
     conn.execute(text(UPDATE_TARGET_STM), {**values, "embedding": literal, "model": embedder.name})
     if literal is not None:
         emb = {"user_id": user_id, "target": target_id, "model": embedder.name}
-        conn.execute(text(UPDATE_EMBEDDING), {**emb, "embedding": literal})
+        note = NoteWindows(user_id, str(target_id), dst["session_id"], windows or [])
+        write_text_embeddings(conn, embedder.name, [note])
         conn.execute(text(DROP_OTHER_EMBEDDINGS), emb)
     moved = conn.execute(text(REPOINT_LINKS), values).one()
     conn.execute(text("SELECT set_config('cortex.change_reason', '', true)"))

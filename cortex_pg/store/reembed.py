@@ -5,7 +5,10 @@ then switch in one transaction.
    ``CREATE INDEX CONCURRENTLY`` on each partition of ``cortex.embeddings``, attached to the
    partitioned index (autocommit, no long lock; ``cortex.embedding_index_steps``).
 2. :func:`backfill` embeds, in batches of its own transaction each, every current note that
-   has no embedding of the new model (its text, and its context as the store writes it) (``FOR UPDATE SKIP LOCKED``: several runs can share the
+   has no embedding of the new model (every window of its text, and its context as the store
+   writes it), and every note longer than one window stored before long notes were embedded
+   window by window (run it with the active model to add their windows)
+   (``FOR UPDATE SKIP LOCKED``: several runs can share the
    work; a killed run resumes where the tables say it stopped). Searches keep using the
    active model meanwhile.
 3. :func:`activate` catches up notes written since, re-embeds the STM rows (one inline
@@ -19,35 +22,49 @@ writers with the new model and run the back-fill again (it is idempotent).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from psycopg import sql as psql
-from sqlalchemy import Engine, text
+from sqlalchemy import Connection, Engine, Row, text
 
 from cortex_pg.embeddings.base import Embedder
+from cortex_pg.embeddings.windows import window_chars
 from cortex_pg.errors import EmbeddingDimensionError, ValidationError, translate_db_errors
-from cortex_pg.store import validation
 from cortex_pg.store.rows import vector_literal
+from cortex_pg.store.text_embeddings import NoteWindows, embed_windows, write_text_embeddings
 from cortex_pg.store.writing import write_context_embeddings
 
+# current notes lacking the model's first text window, or (stored before long notes were
+# embedded window by window) longer than one window and lacking the second
 MISSING = """
 SELECT n.user_id, n.id, n.session_id, n.content
 FROM cortex.notes n
 WHERE n.merged_into IS NULL
-  AND NOT EXISTS (SELECT 1 FROM cortex.embeddings e
-                  WHERE e.user_id = n.user_id AND e.note_id = n.id AND e.model = :m
-                    AND e.kind = 'text' AND e.window_no = 0)
+  AND (NOT EXISTS (SELECT 1 FROM cortex.embeddings e
+                   WHERE e.user_id = n.user_id AND e.note_id = n.id AND e.model = :m
+                     AND e.kind = 'text' AND e.window_no = 0)
+       OR (char_length(n.content) > :w
+           AND NOT EXISTS (SELECT 1 FROM cortex.embeddings e
+                           WHERE e.user_id = n.user_id AND e.note_id = n.id AND e.model = :m
+                             AND e.kind = 'text' AND e.window_no = 1)))
 ORDER BY n.user_id, n.id
 LIMIT :b
 FOR UPDATE OF n SKIP LOCKED
 """
 
-UPSERT = """
-INSERT INTO cortex.embeddings (user_id, note_id, model, session_id, embedding)
-SELECT r.user_id, r.id, :m, r.session_id, CAST(r.embedding AS vector)
-FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(user_id text, id uuid, session_id text, embedding text)
-ON CONFLICT (user_id, note_id, model, kind, window_no)
-DO UPDATE SET embedding = EXCLUDED.embedding, created_at = now()
-"""
+
+def _missing(conn: Connection, embedder: Embedder, batch_size: int) -> list[Row[Any]]:
+    """Up to ``batch_size`` notes lacking text windows of ``embedder``'s model, locked (see MISSING)."""
+    params = {"m": embedder.name, "w": window_chars(embedder), "b": batch_size}
+    return list(conn.execute(text(MISSING), params).all())
+
+
+def _embed_notes(conn: Connection, embedder: Embedder, rows: list[Row[Any]]) -> None:
+    """Write every text window and the context embedding of the notes ``rows``."""
+    windows = embed_windows(embedder, [r.content for r in rows])
+    notes = [NoteWindows(r.user_id, str(r.id), r.session_id, w) for r, w in zip(rows, windows, strict=True)]
+    write_text_embeddings(conn, embedder.name, notes)
+    write_context_embeddings(conn, embedder, [r.user_id for r in rows], [str(r.id) for r in rows])
 
 
 def prepare(engine: Engine, embedder: Embedder) -> str:
@@ -100,23 +117,10 @@ def backfill(
     total = 0
     while True:
         with translate_db_errors(), engine.begin() as conn:
-            rows = conn.execute(text(MISSING), {"m": embedder.name, "b": batch_size}).all()
+            rows = _missing(conn, embedder, batch_size)
             if not rows:
                 return total
-            vectors = embedder.embed([validation.embedding_text(r.content) for r in rows])
-            payload = [
-                {
-                    "user_id": r.user_id,
-                    "id": str(r.id),
-                    "session_id": r.session_id,
-                    "embedding": vector_literal(v),
-                }
-                for r, v in zip(rows, vectors, strict=True)
-            ]
-            import json
-
-            conn.execute(text(UPSERT), {"m": embedder.name, "rows": json.dumps(payload)})
-            write_context_embeddings(conn, embedder, [r.user_id for r in rows], [str(r.id) for r in rows])
+            _embed_notes(conn, embedder, rows)
         total += len(rows)
         if progress:
             progress(len(rows))
@@ -145,28 +149,10 @@ def activate(engine: Engine, embedder: Embedder) -> dict[str, int]:
             raise ValidationError("model", f"{embedder.name!r} is not prepared; run the back-fill first")
         caught = 0
         while True:
-            rows = conn.execute(text(MISSING), {"m": embedder.name, "b": 512}).all()
+            rows = _missing(conn, embedder, 512)
             if not rows:
                 break
-            vectors = embedder.embed([validation.embedding_text(r.content) for r in rows])
-            conn.execute(
-                text(UPSERT),
-                {
-                    "m": embedder.name,
-                    "rows": json.dumps(
-                        [
-                            {
-                                "user_id": r.user_id,
-                                "id": str(r.id),
-                                "session_id": r.session_id,
-                                "embedding": vector_literal(v),
-                            }
-                            for r, v in zip(rows, vectors, strict=True)
-                        ]
-                    ),
-                },
-            )
-            write_context_embeddings(conn, embedder, [r.user_id for r in rows], [str(r.id) for r in rows])
+            _embed_notes(conn, embedder, rows)
             caught += len(rows)
         stm = conn.execute(
             text(
@@ -175,7 +161,7 @@ def activate(engine: Engine, embedder: Embedder) -> dict[str, int]:
             {"m": embedder.name},
         ).all()
         if stm:
-            vectors = embedder.embed([validation.embedding_text(r.content) for r in stm])
+            vectors = [w[0] for w in embed_windows(embedder, [r.content for r in stm])]
             conn.execute(
                 text(
                     "UPDATE cortex.stm_notes s SET embedding = CAST(r.embedding AS vector), model = :m "

@@ -52,14 +52,6 @@ ON CONFLICT DO NOTHING
 RETURNING id
 """
 
-INSERT_EMBEDDINGS = f"""
-INSERT INTO cortex.embeddings (user_id, note_id, model, session_id, embedding)
-SELECT r.user_id, r.id, :model, r.session_id, CAST(r.embedding AS vector)
-FROM {RECORDSET}
-ON CONFLICT (user_id, note_id, model, kind, window_no)
-DO UPDATE SET embedding = EXCLUDED.embedding, created_at = now()
-"""
-
 INSERT_STM = f"""
 INSERT INTO cortex.stm_notes (id, user_id, session_id, content, keywords, tags, context, category,
                               memory_type, metadata, importance, created_at, model, embedding)

@@ -7,7 +7,7 @@ Rules (each violation raises :class:`~cortex_pg.errors.ValidationError` naming t
         silently altered memory is worse than an error). At most 500,000 characters (:data:`MAX_CONTENT_LENGTH`, as the README
         says), stored whole in any script. Full text indexes the whole content when its tsvector fits PostgreSQL's 1 MB
         limit, else the longest fitting prefix (``cortex.note_tsvector``); the embedding reads the
-        first :data:`EMBEDDING_WINDOW` characters (every embedder's window is within it).
+        whole content, window by window (:mod:`cortex_pg.embeddings.windows`).
     keywords / tags: a list (or tuple) of non-empty strings without NUL; duplicates dropped,
         order kept.
     metadata: a dict that serialises to JSON (no NUL in keys or strings).
@@ -35,10 +35,6 @@ from cortex_pg.temporal import parse_instant
 MAX_ID_LENGTH = 255
 MAX_CONTENT_LENGTH = 500_000  # characters; PostgreSQL's tsvector is capped at 1 MB
 MAX_QUERY_LENGTH = 10_000
-# characters of a note the embedder is given: every offered model reads at most this much
-# (all-MiniLM-L6-v2 reads 256 tokens, OpenAI models 8,191 tokens; 4,096 characters stay
-# within 8,191 tokens in every script), so a 500,000-character note is never sent whole
-EMBEDDING_WINDOW = 4_096
 MEMORY_SOURCES = ("all", "ltm", "stm")
 
 
@@ -104,12 +100,6 @@ def content(value: object, field: str = "content", max_length: int = MAX_CONTENT
         raise ValidationError(field, f"longer than {max_length} characters ({len(value)})")
     _encodable(value, field)
     return value
-
-
-def embedding_text(text: str) -> str:
-    """The part of a note's content that is embedded: its first :data:`EMBEDDING_WINDOW`
-    characters (the whole content is stored and full-text indexed)."""
-    return text[:EMBEDDING_WINDOW]
 
 
 def query(value: object, field: str = "query") -> str:

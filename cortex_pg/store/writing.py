@@ -30,6 +30,7 @@ from cortex_pg.errors import (
 from cortex_pg.store import sql, validation
 from cortex_pg.store.records import Note
 from cortex_pg.store.rows import tenant_scoped, vector_literal
+from cortex_pg.store.text_embeddings import NoteWindows, embed_windows, write_text_embeddings
 from cortex_pg.temporal import parse_instant
 
 # every note field but the identity and scope ones (see validation.NOTE_FIELDS)
@@ -267,8 +268,7 @@ class NoteWriter:
                 return by_tier["stm"]
             if "ltm" in by_tier:
                 note = _with_id(note, uuid.UUID(by_tier["ltm"]))
-            vectors = self.embedder.embed([validation.embedding_text(note.content)])
-            self._check_vectors(vectors, 1)
+            vectors = embed_windows(self.embedder, [note.content])[0]
             row = dict(note.row(), embedding=vector_literal(vectors[0]))
             conn.execute(text(sql.INSERT_STM), {"rows": json.dumps([row]), "model": self.embedder.name})
             conn.execute(text(sql.TRIM_STM), {**scopes, "capacity": capacity})
@@ -310,23 +310,27 @@ class NoteWriter:
         if not fresh:
             return ids
         self._check_ids_free(conn, [n for n in fresh if n.explicit_id])
-        vectors = self.embedder.embed([validation.embedding_text(n.content) for n in fresh])
-        self._check_vectors(vectors, len(fresh))
-        rows = [dict(n.row(), embedding=vector_literal(v)) for n, v in zip(fresh, vectors, strict=True)]
+        windows = embed_windows(self.embedder, [n.content for n in fresh])
+        rows = [dict(n.row(), embedding=vector_literal(w[0])) for n, w in zip(fresh, windows, strict=True)]
         inserted = {
             str(i) for i in conn.execute(text(sql.INSERT_NOTES), {"rows": json.dumps(rows)}).scalars()
         }
         if len(inserted) < len(rows):
             ids = self._resolve_conflicts(conn, batch, ids, [n for n in fresh if str(n.id) not in inserted])
             rows = [r for r in rows if r["id"] in inserted]
-        payload = {"rows": json.dumps(rows)}
         if enqueue and rows:
             from cortex_pg.store import jobs as queue
 
             queue.enqueue(conn, [r["user_id"] for r in rows], [uuid.UUID(r["id"]) for r in rows])
         if self.extract_entities and rows:
             self._index_entities(conn, rows)
-        conn.execute(text(sql.INSERT_EMBEDDINGS), {**payload, "model": self.embedder.name})
+        by_id = {str(n.id): w for n, w in zip(fresh, windows, strict=True)}
+        write_text_embeddings(
+            conn,
+            self.embedder.name,
+            [NoteWindows(r["user_id"], r["id"], r["session_id"], by_id[r["id"]]) for r in rows],
+            replace=False,
+        )
         if rows:
             self._write_context_embeddings(conn, [r["user_id"] for r in rows], [r["id"] for r in rows])
         if to_stm:
@@ -462,8 +466,7 @@ class NoteWriter:
         uid = current.user_id
         vector = None
         if "content" in sets and sets["content"] != current.content:
-            vector = self.embedder.embed([validation.embedding_text(sets["content"])])
-            self._check_vectors(vector, 1)
+            vector = embed_windows(self.embedder, [sets["content"]])[0]
         assignments = [f"{col} = :{col}" for col in sets]
         params: dict[str, Any] = {**sets, "id": nid, "user_id": uid}
         if meta_patch is not None:
@@ -478,9 +481,9 @@ class NoteWriter:
             assignments.append("updated_at = now()")
             set_sql = ", ".join(assignments)
             with translate_db_errors(), self.engine.begin() as conn:
-                merged = conn.execute(text(sql.LOCK_NOTE_FOR_UPDATE), {"id": nid, "user_id": uid}).scalar()
-                if merged is not None:
-                    raise MergedNoteError(str(nid), str(merged))
+                locked = conn.execute(text(sql.LOCK_NOTE_FOR_UPDATE), {"id": nid, "user_id": uid}).first()
+                if locked is not None and locked.merged_into is not None:
+                    raise MergedNoteError(str(nid), str(locked.merged_into))
                 for table in ("cortex.notes", "cortex.stm_notes"):
                     conn.execute(
                         text(f"UPDATE {table} SET {set_sql} WHERE user_id = :user_id AND id = :id"), params
@@ -489,14 +492,9 @@ class NoteWriter:
                     note_links.replace_links(conn, uid, nid, new_links)
                 if vector is not None:
                     lit = vector_literal(vector[0])
-                    conn.execute(
-                        text(
-                            "UPDATE cortex.embeddings SET embedding = CAST(:v AS vector), created_at = now() "
-                            "WHERE user_id = :user_id AND note_id = :id AND model = :m "
-                            "AND kind = 'text' AND window_no = 0"
-                        ),
-                        {"v": lit, "user_id": uid, "id": nid, "m": self.embedder.name},
-                    )
+                    if locked is not None:  # a long-term note (an STM-only one has no embeddings rows)
+                        note = NoteWindows(uid, str(nid), current.session_id, vector)
+                        write_text_embeddings(conn, self.embedder.name, [note])
                     conn.execute(
                         text(
                             "UPDATE cortex.stm_notes SET embedding = CAST(:v AS vector), model = :m "

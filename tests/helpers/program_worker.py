@@ -36,6 +36,8 @@ from typing import Any
 
 from sqlalchemy import text
 
+from cortex_pg.documents import chunk_text
+
 USERS = ("alice", "bob", "carol")
 SESSIONS = ("s1", "s2")
 NAMES = ("Alice Smith", "Bob Jones", "Paris", "Acme Corp", "Berlin")
@@ -250,22 +252,26 @@ class Worker:
 
     def cli_ingest(self) -> None:
         user, session = self.scope()
-        paragraphs = [self.content(k) for k in range(2)]
+        body = "\n\n".join(self.content(k) for k in range(2)) + "\n"
+        chunks = sorted({c.text for c in chunk_text(body, size=1000)})  # what ingest stores
         with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False, encoding="utf-8") as f:
-            f.write("\n\n".join(paragraphs) + "\n")
+            f.write(body)
         try:
-            out = self.cli("ingest", f.name, "--user", user, "--session", session).stdout
+            out = self.cli(
+                "ingest", f.name, "--user", user, "--session", session, "--chunk-size", "1000"
+            ).stdout
         finally:
             os.unlink(f.name)
         said = re.search(r"(\d+) read, (\d+) new, (\d+) already stored", out)
-        assert said and said.groups() == ("2", "2", "0"), out
+        n = str(len(chunks))
+        assert said and said.groups() == (n, n, "0"), out
         rows = self.sql(
             "SELECT id::text FROM cortex.notes WHERE user_id = :u AND session_id = :s AND content = ANY(:c)",
             u=user,
             s=session,
-            c=paragraphs,
+            c=chunks,
         )
-        assert len(rows) == 2, f"ingest acknowledged 2 new notes, {len(rows)} are stored"
+        assert len(rows) == len(chunks), f"ingest acknowledged {n} new notes, {len(rows)} are stored"
         for (nid,) in rows:
             self.added(nid, user)
 
