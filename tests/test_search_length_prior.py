@@ -7,6 +7,7 @@ import math
 import pytest
 from sqlalchemy import text
 
+from cortex_pg.embeddings.hashing import HashingEmbedder
 from cortex_pg.store import MemoryStore
 
 SECTION = (
@@ -55,3 +56,34 @@ def test_the_semantic_score_of_a_short_note_is_weighed_by_its_distinct_lexemes(s
         cosines[str(short_id)] * math.sqrt(2 / 16), rel=1e-5
     )
     assert got[str(long_id)].semantic_score == pytest.approx(cosines[str(long_id)], rel=1e-5)
+
+
+def test_a_long_notes_windows_take_one_place_in_the_vector_pool(db_url) -> None:  # noqa: ANN001
+    store = MemoryStore.open(db_url, embedder=HashingEmbedder(window_chars=200), auto_migrate=False)
+    try:
+        phrase = "tomatoes beans courgettes compost seeds garden harvest "
+        long_id = store.add(phrase * 120, user_id="u", session_id="long", to_stm=False)  # ~40 windows
+        with store.engine.connect() as conn:
+            windows = conn.execute(
+                text("SELECT count(*) FROM cortex.embeddings WHERE note_id = :i AND kind = 'text'"),
+                {"i": long_id},
+            ).scalar_one()
+        assert windows > 30
+        others = [
+            store.add(f"{phrase} note {i}", user_id="u", session_id=f"s{i}", to_stm=False) for i in range(15)
+        ]
+        # vector candidates only (no query text): every window of the long note is nearer the query
+        # than any other note, yet the pool (20 for limit 10) still holds 10 distinct notes
+        with store.engine.begin() as conn:
+            got = (
+                conn.execute(
+                    text("SELECT id::text FROM cortex.search_notes('u', CAST(:q AS vector), NULL, 10)"),
+                    {"q": str(store.embedder.embed([phrase * 3])[0])},
+                )
+                .scalars()
+                .all()
+            )
+        assert len(got) == 10 and len(set(got)) == 10
+        assert set(got) <= {long_id, *others}
+    finally:
+        store.close()
