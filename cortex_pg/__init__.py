@@ -36,6 +36,7 @@ _LAZY = {
     "ShortTermMemory": "cortex_pg.compat.calute",
     "UserMemory": "cortex_pg.compat.calute",
     "AgenticMemorySystem": "cortex_pg.compat.prem",
+    "AsyncMemoryStore": "cortex_pg.store.async_store",
     "MemoryNote": "cortex_pg.compat.prem",
 }
 
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
         UserMemory,
     )
     from cortex_pg.compat.prem import AgenticMemorySystem, MemoryNote
+    from cortex_pg.store.async_store import AsyncMemoryStore
 
 
 def __getattr__(name: str) -> Any:
@@ -63,6 +65,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "AgenticMemorySystem",
+    "AsyncMemoryStore",
     "MemoryNote",
     "ContextualMemory",
     "CortexMemory",

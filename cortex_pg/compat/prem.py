@@ -32,6 +32,9 @@ from typing import Any
 
 from sqlalchemy import text
 
+from cortex_pg.db import steps
+from cortex_pg.db.retry import aretry_transient, retry_transient
+from cortex_pg.db.steps import Blocking, Plan, plan_of, statement
 from cortex_pg.embeddings import HashingEmbedder, MiniLMEmbedder, OpenAIEmbedder
 from cortex_pg.embeddings.base import Embedder
 from cortex_pg.errors import NotFoundError, ValidationError
@@ -197,6 +200,7 @@ class AgenticMemorySystem:
         return decide
 
     # ------------------------------------------------------------------ writes
+    @retry_transient
     def add_note(
         self,
         content: str,
@@ -206,6 +210,34 @@ class AgenticMemorySystem:
         **kwargs: Any,
     ) -> str:
         """Store a note; returns its id. It is in STM (and LTM) when this returns.
+
+        (:meth:`aadd_note` is the same call for asyncio.)"""
+        return steps.run(self.store.engine, self._add_note(content, time, user_id, session_id, kwargs))
+
+    @aretry_transient
+    async def aadd_note(
+        self,
+        content: str,
+        time: str | datetime | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        **kwargs: Any,
+    ) -> str:
+        """:meth:`add_note` on asyncio: the same statements over async connections, the
+        embedding and deep processing in a worker thread."""
+        engine = self._async_store().engine
+        return await steps.arun(engine, self._add_note(content, time, user_id, session_id, kwargs))
+
+    def _add_note(
+        self,
+        content: str,
+        time: str | datetime | None,
+        user_id: str | None,
+        session_id: str | None,
+        kwargs: dict[str, Any],
+    ) -> Plan[str]:
+        """Store a note (the plan of :meth:`add_note`); returns its id. It is in STM (and LTM)
+        when this returns.
 
         Args:
             content: the text. time: RFC 3339 / ISO 8601 (naive = UTC), default now.
@@ -225,9 +257,10 @@ class AgenticMemorySystem:
         links = fields.pop("links", None)
         v.content(content)
         if links:  # bad links refuse the whole note: check them before anything is stored
-            self._check_links(links, user_id)
+            yield from self._check_links(links, user_id)
         keywords = fields.get("keywords")
-        nid = self.store.add(
+        nid = yield from plan_of(
+            self.store.add,
             content,
             user_id=user_id,
             session_id=session_id,
@@ -242,8 +275,8 @@ class AgenticMemorySystem:
             enqueue_evolution=True,
         )
         if links:
-            self._set_links(nid, links)
-        self._schedule(nid)
+            yield from plan_of(self.store.update, nid, links=links)
+        yield Blocking(self._schedule, (nid,))
         return nid
 
     def _split_kwargs(self, kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -386,6 +419,7 @@ class AgenticMemorySystem:
         include_links: bool = False,
     ) -> list[dict[str, Any]]:
         """Search STM and/or LTM of one user; returns result dicts, best first.
+        (:meth:`asearch` is the same call for asyncio.)
 
         Args:
             query: the question. limit: results (> 0).
@@ -417,11 +451,85 @@ class AgenticMemorySystem:
         Raises:
             ValidationError: bad arguments, an unparseable date_range or filter.
         """
+        return steps.run(
+            self.store.engine,
+            self._search(
+                query,
+                limit,
+                memory_source,
+                where_filter,
+                apply_postprocessing,
+                context,
+                user_id,
+                session_id,
+                temporal_weight,
+                date_range,
+                now,
+                include_links,
+            ),
+        )
+
+    @aretry_transient
+    async def asearch(
+        self,
+        query: str,
+        limit: int = 5,
+        memory_source: str = "all",
+        where_filter: dict[str, Any] | None = None,
+        apply_postprocessing: bool = True,
+        context: str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        temporal_weight: float | None = 0.0,
+        date_range: str | dict[str, Any] | None = None,
+        now: datetime | str | None = None,
+        include_links: bool = False,
+    ) -> list[dict[str, Any]]:
+        """:meth:`search` on asyncio (also ``asearch_memory``): the same statement over an
+        async connection, the query's embedding in a worker thread."""
+        engine = self._async_store().engine
+        return await steps.arun(
+            engine,
+            self._search(
+                query,
+                limit,
+                memory_source,
+                where_filter,
+                apply_postprocessing,
+                context,
+                user_id,
+                session_id,
+                temporal_weight,
+                date_range,
+                now,
+                include_links,
+            ),
+        )
+
+    asearch_memory = asearch
+
+    def _search(
+        self,
+        query: str,
+        limit: int,
+        memory_source: str,
+        where_filter: dict[str, Any] | None,
+        apply_postprocessing: bool,
+        context: str | None,
+        user_id: str | None,
+        session_id: str | None,
+        temporal_weight: float | None,
+        date_range: str | dict[str, Any] | None,
+        now: datetime | str | None,
+        include_links: bool,
+    ) -> Plan[list[dict[str, Any]]]:
+        """The plan of :meth:`search` (arguments as there)."""
         date_from = date_to = None
         if date_range is not None and date_range != "":
             date_from, date_to = parse_date_range(date_range, now=now)
         weight = auto_temporal_weight(query, date_range) if temporal_weight is None else temporal_weight
-        results = self.store.search(
+        results = yield from plan_of(
+            self.store.search,
             query,
             user_id=user_id,
             session_id=session_id,
@@ -436,8 +544,10 @@ class AgenticMemorySystem:
             include_links=include_links,
         )
         if memory_source in ("all", "stm"):  # an STM emptied by a crash is said, not silent
-            report_unwritten(self.store, v.scope_id(user_id, "user_id"), session_id)
-        links = self._links([r.id for r in results], results[0].note.user_id) if results else {}
+            yield Blocking(report_unwritten, (self.store, v.scope_id(user_id, "user_id"), session_id))
+        links = (
+            (yield from self._links_of([r.id for r in results], results[0].note.user_id)) if results else {}
+        )
         return [_result_dict(r, links.get(r.id, {}), weight) for r in results]
 
     search_memory = search
@@ -522,18 +632,33 @@ class AgenticMemorySystem:
         with self._lock:
             self._added = [i for i in self._added if i not in ids]
 
+    def _async_store(self) -> Any:
+        """The async twin of ``self.store`` for the running event loop."""
+        from cortex_pg.store.async_store import loop_store
+
+        if self._closed:
+            raise ValidationError("system", "shutdown() was called; create a new AgenticMemorySystem")
+        return loop_store(self, self.store)
+
+    async def ashutdown(self) -> None:
+        """:meth:`shutdown`, closing the async connections of :meth:`aadd_note` / :meth:`asearch` too."""
+        cached = self.__dict__.pop("_loop_store", None)
+        if cached is not None:
+            await cached[1].close()
+        self.shutdown()
+
     # ------------------------------------------------------------------ links
     def _links(self, ids: list[str], user_id: str) -> dict[str, dict[str, dict[str, Any]]]:
+        return steps.run(self.store.engine, self._links_of(ids, user_id))
+
+    def _links_of(self, ids: list[str], user_id: str) -> Plan[dict[str, dict[str, dict[str, Any]]]]:
         if not ids:
             return {}
-        with self.store.engine.connect() as conn:
-            rows = conn.execute(
-                text(
-                    "SELECT source_id, target_id, type, strength, reason FROM cortex.note_links "
-                    "WHERE user_id = :u AND source_id = ANY(CAST(:ids AS uuid[]))"
-                ),
-                {"u": user_id, "ids": ids},
-            ).all()
+        rows = yield statement(
+            "SELECT source_id, target_id, type, strength, reason FROM cortex.note_links "
+            "WHERE user_id = :u AND source_id = ANY(CAST(:ids AS uuid[]))",
+            {"u": user_id, "ids": ids},
+        )
         out: dict[str, dict[str, dict[str, Any]]] = {}
         for r in rows:
             out.setdefault(str(r.source_id), {})[str(r.target_id)] = {
@@ -543,7 +668,7 @@ class AgenticMemorySystem:
             }
         return out
 
-    def _check_links(self, links: Any, user_id: str | None) -> None:
+    def _check_links(self, links: Any, user_id: str | None) -> Plan[None]:
         import uuid as _uuid
 
         from cortex_pg.store.links import parse_links
@@ -551,14 +676,16 @@ class AgenticMemorySystem:
         parsed = parse_links(_uuid.uuid4(), links)
         uid = v.scope_id(user_id, "user_id")
         targets = [str(link.target) for link in parsed]
-        with self.store.engine.connect() as conn:  # one query for every target
-            found = {
-                str(i)
-                for i in conn.execute(
-                    text("SELECT id FROM cortex.notes WHERE user_id = :u AND id = ANY(CAST(:ids AS uuid[]))"),
+        found = {  # one query for every target
+            str(i)
+            for i in (
+                yield statement(
+                    "SELECT id FROM cortex.notes WHERE user_id = :u AND id = ANY(CAST(:ids AS uuid[]))",
                     {"u": uid, "ids": targets},
-                ).scalars()
-            }
+                    "scalars",
+                )
+            )
+        }
         for target in targets:
             if target not in found:
                 raise ValidationError(f"links[{target!r}]", "no such note of this user")
