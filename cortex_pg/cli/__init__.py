@@ -8,6 +8,7 @@
 * :mod:`~cortex_pg.cli.cortex` — ``cortex`` (the Prem Cortex test CLI)
 * :mod:`~cortex_pg.cli.serve` — ``serve`` (the HTTP service and inspector, extra ``server``)
 * :mod:`~cortex_pg.cli.keys` — ``keys create|list|revoke`` (the service's API keys)
+* :mod:`~cortex_pg.cli.mcp` — ``mcp`` (the MCP server, stdio or ``--http PORT``; extra ``mcp``)
 
 Global options (also from the environment): ``--database-url`` / ``DATABASE_URL`` (an external
 PostgreSQL; default: the embedded server), ``--home`` / ``CORTEX_PG_HOME`` (the embedded
@@ -23,7 +24,7 @@ from typing import Annotated
 
 import typer
 
-from cortex_pg.cli import cortex, db, entities, evolution, keys, models, notes, serve
+from cortex_pg.cli import cortex, db, entities, evolution, keys, mcp, models, notes, serve
 from cortex_pg.cli.common import Options
 
 app = typer.Typer(help="cortex-pg: long-term memory for AI agents, in PostgreSQL.", no_args_is_help=True)
@@ -48,7 +49,7 @@ def main(
     ctx.obj = Options(database_url, home, embedder)
 
 
-for _group in (db, notes, models, entities, evolution, cortex, serve, keys):
+for _group in (db, notes, models, entities, evolution, cortex, serve, keys, mcp):
     _group.register(app)
 
 __all__ = ["app"]
