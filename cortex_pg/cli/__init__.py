@@ -19,6 +19,7 @@ flag and exit 2. Heavy modules (the store, the model) are imported by the comman
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Annotated
 
@@ -26,6 +27,7 @@ import typer
 
 from cortex_pg.cli import cortex, db, entities, evolution, keys, mcp, models, notes, serve
 from cortex_pg.cli.common import Options
+from cortex_pg.errors import STMLostWarning
 
 app = typer.Typer(help="cortex-pg: long-term memory for AI agents, in PostgreSQL.", no_args_is_help=True)
 
@@ -47,6 +49,9 @@ def main(
     ] = "minilm",
 ) -> None:
     ctx.obj = Options(database_url, home, embedder)
+    # STMLostWarning is logged as well as warned (cortex_pg.store.stm_loss): the command says it
+    # once, as the log line
+    warnings.filterwarnings("ignore", category=STMLostWarning)
 
 
 for _group in (db, notes, models, entities, evolution, cortex, serve, keys, mcp):

@@ -91,7 +91,10 @@ def list_cmd(
             )
         )
         return
-    table = Table("id", "user", "name", "prefix", "created", "revoked", title="API keys")
+    table = Table(title="API keys")
+    table.add_column("id", no_wrap=True, min_width=36)  # whole: `keys revoke` takes it
+    for column in ("user", "name", "prefix", "created", "revoked"):
+        table.add_column(column, overflow="fold")
     for k in found:
         table.add_row(
             k.id,
