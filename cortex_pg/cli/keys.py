@@ -93,8 +93,11 @@ def list_cmd(
         return
     table = Table(title="API keys")
     table.add_column("id", no_wrap=True, min_width=36)  # whole: `keys revoke` takes it
-    for column in ("user", "name", "prefix", "created", "revoked"):
-        table.add_column(column, overflow="fold")
+    table.add_column("user", overflow="fold")
+    table.add_column("name", overflow="fold")
+    table.add_column("prefix", no_wrap=True, min_width=10)
+    table.add_column("created", overflow="fold")
+    table.add_column("revoked", overflow="fold")
     for k in found:
         table.add_row(
             k.id,

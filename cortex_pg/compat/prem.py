@@ -115,6 +115,14 @@ def embedder_for_model(model_name: str, api_key: str | None = None, base_url: st
     raise ValidationError("model_name", f"unknown embedding model {model_name!r}")
 
 
+def _sync_engine(system: AgenticMemorySystem) -> Any:
+    return system.store.engine
+
+
+def _async_engine(system: AgenticMemorySystem) -> Any:
+    return system._async_store().engine
+
+
 class AgenticMemorySystem:
     """Prem Cortex's memory system, on cortex-pg.
 
@@ -201,6 +209,7 @@ class AgenticMemorySystem:
 
     # ------------------------------------------------------------------ writes
     @retry_transient
+    @steps.operation(engine=_sync_engine)
     def add_note(
         self,
         content: str,
@@ -208,36 +217,9 @@ class AgenticMemorySystem:
         user_id: str | None = None,
         session_id: str | None = None,
         **kwargs: Any,
-    ) -> str:
-        """Store a note; returns its id. It is in STM (and LTM) when this returns.
-
-        (:meth:`aadd_note` is the same call for asyncio.)"""
-        return steps.run(self.store.engine, self._add_note(content, time, user_id, session_id, kwargs))
-
-    @aretry_transient
-    async def aadd_note(
-        self,
-        content: str,
-        time: str | datetime | None = None,
-        user_id: str | None = None,
-        session_id: str | None = None,
-        **kwargs: Any,
-    ) -> str:
-        """:meth:`add_note` on asyncio: the same statements over async connections, the
-        embedding and deep processing in a worker thread."""
-        engine = self._async_store().engine
-        return await steps.arun(engine, self._add_note(content, time, user_id, session_id, kwargs))
-
-    def _add_note(
-        self,
-        content: str,
-        time: str | datetime | None,
-        user_id: str | None,
-        session_id: str | None,
-        kwargs: dict[str, Any],
     ) -> Plan[str]:
-        """Store a note (the plan of :meth:`add_note`); returns its id. It is in STM (and LTM)
-        when this returns.
+        """Store a note; returns its id. It is in STM (and LTM) when this returns.
+        (:meth:`aadd_note` is the same call for asyncio.)
 
         Args:
             content: the text. time: RFC 3339 / ISO 8601 (naive = UTC), default now.
@@ -278,6 +260,9 @@ class AgenticMemorySystem:
             yield from plan_of(self.store.update, nid, links=links)
         yield Blocking(self._schedule, (nid,))
         return nid
+
+    # the same plan over async connections; the embedding and deep processing in a worker thread
+    aadd_note = aretry_transient(steps.async_operation(add_note, engine=_async_engine))
 
     def _split_kwargs(self, kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         fields = {k: val for k, val in kwargs.items() if k in NOTE_KWARGS and k != "metadata"}
@@ -403,6 +388,8 @@ class AgenticMemorySystem:
         links = self._links([note.id], note.user_id)
         return _memory_note(note, links.get(note.id, {}), access_bump=1)
 
+    @retry_transient
+    @steps.operation(engine=_sync_engine)
     def search(
         self,
         query: str,
@@ -417,7 +404,7 @@ class AgenticMemorySystem:
         date_range: str | dict[str, Any] | None = None,
         now: datetime | str | None = None,
         include_links: bool = False,
-    ) -> list[dict[str, Any]]:
+    ) -> Plan[list[dict[str, Any]]]:
         """Search STM and/or LTM of one user; returns result dicts, best first.
         (:meth:`asearch` is the same call for asyncio.)
 
@@ -451,79 +438,6 @@ class AgenticMemorySystem:
         Raises:
             ValidationError: bad arguments, an unparseable date_range or filter.
         """
-        return steps.run(
-            self.store.engine,
-            self._search(
-                query,
-                limit,
-                memory_source,
-                where_filter,
-                apply_postprocessing,
-                context,
-                user_id,
-                session_id,
-                temporal_weight,
-                date_range,
-                now,
-                include_links,
-            ),
-        )
-
-    @aretry_transient
-    async def asearch(
-        self,
-        query: str,
-        limit: int = 5,
-        memory_source: str = "all",
-        where_filter: dict[str, Any] | None = None,
-        apply_postprocessing: bool = True,
-        context: str | None = None,
-        user_id: str | None = None,
-        session_id: str | None = None,
-        temporal_weight: float | None = 0.0,
-        date_range: str | dict[str, Any] | None = None,
-        now: datetime | str | None = None,
-        include_links: bool = False,
-    ) -> list[dict[str, Any]]:
-        """:meth:`search` on asyncio (also ``asearch_memory``): the same statement over an
-        async connection, the query's embedding in a worker thread."""
-        engine = self._async_store().engine
-        return await steps.arun(
-            engine,
-            self._search(
-                query,
-                limit,
-                memory_source,
-                where_filter,
-                apply_postprocessing,
-                context,
-                user_id,
-                session_id,
-                temporal_weight,
-                date_range,
-                now,
-                include_links,
-            ),
-        )
-
-    asearch_memory = asearch
-
-    def _search(
-        self,
-        query: str,
-        limit: int,
-        memory_source: str,
-        where_filter: dict[str, Any] | None,
-        apply_postprocessing: bool,
-        context: str | None,
-        user_id: str | None,
-        session_id: str | None,
-        temporal_weight: float | None,
-        date_range: str | dict[str, Any] | None,
-        now: datetime | str | None,
-        include_links: bool,
-    ) -> Plan[list[dict[str, Any]]]:
-        """The plan of :meth:`search` (arguments as there)."""
         date_from = date_to = None
         if date_range is not None and date_range != "":
             date_from, date_to = parse_date_range(date_range, now=now)
@@ -551,6 +465,8 @@ class AgenticMemorySystem:
         return [_result_dict(r, links.get(r.id, {}), weight) for r in results]
 
     search_memory = search
+    # the same plan over an async connection; the query's embedding in a worker thread
+    asearch = asearch_memory = aretry_transient(steps.async_operation(search, engine=_async_engine))
 
     def search_agentic(
         self, query: str, limit: int = 5, user_id: str | None = None, session_id: str | None = None

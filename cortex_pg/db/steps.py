@@ -188,17 +188,44 @@ def _check_outside(conn: Any) -> None:
         raise RuntimeError("a Transaction inside a Transaction")
 
 
-def operation(plan_fn: Callable[..., Plan[T]]) -> Callable[..., T]:
-    """A store method that runs the plan ``plan_fn(self, ...)`` on ``self.engine``
-    (synchronously); the plan stays reachable as ``method.plan``."""
+def operation(
+    plan_fn: Callable[..., Plan[T]] | None = None, *, engine: Callable[[Any], Engine] | None = None
+) -> Any:
+    """A method that runs the plan ``plan_fn(self, ...)`` synchronously, on ``self.engine``
+    (or ``engine(self)``); the plan stays reachable as ``method.plan``. Use as ``@operation``
+    or ``@operation(engine=...)``."""
+    if plan_fn is None:
+        return lambda fn: operation(fn, engine=engine)
+    engine_of = engine or _engine_attribute
 
     @wraps(plan_fn)
     def method(self: Any, *args: Any, **kwargs: Any) -> T:
-        return run(self.engine, plan_fn(self, *args, **kwargs))
+        return run(engine_of(self), plan_fn(self, *args, **kwargs))
 
     method.plan = plan_fn  # type: ignore[attr-defined]
     show_result(method, plan_fn)
     return method
+
+
+def async_operation(
+    method: Callable[..., Any], *, engine: Callable[[Any], AsyncEngine]
+) -> Callable[..., Any]:
+    """The coroutine method that runs ``method``'s plan (an :func:`operation`) on
+    ``engine(self)``, an ``AsyncEngine``; same signature, documentation introduced as its async form."""
+    plan = method.plan  # type: ignore[attr-defined]
+
+    async def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return await arun(engine(self), plan(self, *args, **kwargs))
+
+    wrapped = wraps(method)(call)
+    wrapped.__name__ = wrapped.__qualname__ = f"a{method.__name__}"
+    wrapped.__doc__ = f":meth:`{method.__name__}` on asyncio (async connections).\n\n{method.__doc__}"
+    show_result(wrapped, plan)
+    return wrapped
+
+
+def _engine_attribute(owner: Any) -> Any:
+    return owner.engine
 
 
 def show_result(method: Callable[..., Any], plan_fn: Callable[..., Any]) -> None:

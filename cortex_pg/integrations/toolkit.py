@@ -202,10 +202,7 @@ class Toolkit:
         Raises:
             NotFoundError: the user's notes never mention it.
         """
-        graph, uid = self._graph(), validation.scope_id(args.user_id, "user_id")
-        record = graph.entity(uid, args.name)
-        if record is None:
-            raise NotFoundError("entity", args.name)
+        graph, uid, record = self._entity(args)
         facts = graph.relationships(uid, record.name)
         return to_jsonable_python({"entity": asdict(record), "facts": [asdict(f) for f in facts]})
 
@@ -215,10 +212,7 @@ class Toolkit:
         Raises:
             NotFoundError: the user's notes never mention it.
         """
-        graph, uid = self._graph(), validation.scope_id(args.user_id, "user_id")
-        record = graph.entity(uid, args.name)
-        if record is None:
-            raise NotFoundError("entity", args.name)
+        graph, uid, record = self._entity(args)
         related = graph.related_entities(uid, record.name, args.max_depth)
         return to_jsonable_python({"entity": record.name, "related": [asdict(r) for r in related]})
 
@@ -232,10 +226,15 @@ class Toolkit:
         await self._ready()
         return await asyncio.to_thread(self.get_related_entities, args)
 
-    def _graph(self) -> Any:
+    def _entity(self, args: EntityArgs) -> tuple[Any, str, Any]:
+        """(the entity graph, the user, the entity's record), or NotFoundError."""
         from cortex_pg.entities.repository import EntityStore
 
-        return EntityStore(self.store.engine)
+        graph, uid = EntityStore(self.store.engine), validation.scope_id(args.user_id, "user_id")
+        record = graph.entity(uid, args.name)
+        if record is None:
+            raise NotFoundError("entity", args.name)
+        return graph, uid, record
 
 
 def _add_kwargs(args: AddNoteArgs) -> dict[str, Any]:
