@@ -10,19 +10,10 @@ import pytest
 
 from cortex_pg import AgenticMemorySystem, CortexMemory, ValidationError
 from cortex_pg.embeddings import HashingEmbedder
+from tests.test_prem import ams  # noqa: F401  (the Prem Cortex system on a fresh database)
 
 
-@pytest.fixture
-def ams(db_url, monkeypatch):
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    system = AgenticMemorySystem(
-        database_url=db_url, embedder=HashingEmbedder(), enable_background_processing=False
-    )
-    yield system
-    system.shutdown()
-
-
-def test_prem_async_add_and_search_match_sync(ams: AgenticMemorySystem) -> None:
+def test_prem_async_add_and_search_match_sync(ams: AgenticMemorySystem) -> None:  # noqa: F811
     async def main() -> tuple[list[str], list[dict], list[dict]]:
         ids = await asyncio.gather(
             ams.aadd_note(
@@ -54,7 +45,7 @@ def test_prem_async_add_and_search_match_sync(ams: AgenticMemorySystem) -> None:
     assert ams.read(ids[0]).links == {}
 
 
-def test_prem_async_errors_are_the_sync_ones(ams: AgenticMemorySystem) -> None:
+def test_prem_async_errors_are_the_sync_ones(ams: AgenticMemorySystem) -> None:  # noqa: F811
     async def main() -> list[str]:
         fields = []
         for call in (
