@@ -38,6 +38,7 @@ _LAZY = {
     "AgenticMemorySystem": "cortex_pg.compat.prem",
     "Chunk": "cortex_pg.documents",
     "chunk_text": "cortex_pg.documents",
+    "AsyncMemoryStore": "cortex_pg.store.async_store",
     "MemoryNote": "cortex_pg.compat.prem",
 }
 
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
     )
     from cortex_pg.compat.prem import AgenticMemorySystem, MemoryNote
     from cortex_pg.documents import Chunk, chunk_text
+    from cortex_pg.store.async_store import AsyncMemoryStore
 
 
 def __getattr__(name: str) -> Any:
@@ -68,6 +70,7 @@ __all__ = [
     "AgenticMemorySystem",
     "Chunk",
     "chunk_text",
+    "AsyncMemoryStore",
     "MemoryNote",
     "ContextualMemory",
     "CortexMemory",

@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import text
 
 from cortex_pg import ValidationError
+from cortex_pg.db.steps import in_transaction
 from cortex_pg.evolution import Worker, get_links, heuristic_decider
 from cortex_pg.evolution.decide import NoteView, heuristic_decision, parse_decision
 from cortex_pg.store import jobs as jobq
@@ -38,7 +39,7 @@ def test_enqueue_in_the_insert_transaction(store):
     note = validation.new_note({"content": "never committed", "user_id": "q"})
     with store.engine.connect() as conn:
         tx = conn.begin()
-        store._insert_batch(conn, [note], to_stm=False, enqueue=True)
+        in_transaction(conn, store._insert_batch([note], to_stm=False, enqueue=True))
         tx.rollback()
     assert len(_jobs(store)) == 4
     with store.engine.begin() as conn:

@@ -9,6 +9,7 @@
 * :mod:`~cortex_pg.cli.cortex` — ``cortex`` (the Prem Cortex test CLI)
 * :mod:`~cortex_pg.cli.serve` — ``serve`` (the HTTP service and inspector, extra ``server``)
 * :mod:`~cortex_pg.cli.keys` — ``keys create|list|revoke`` (the service's API keys)
+* :mod:`~cortex_pg.cli.mcp` — ``mcp`` (the MCP server, stdio or ``--http PORT``; extra ``mcp``)
 
 Global options (also from the environment): ``--database-url`` / ``DATABASE_URL`` (an external
 PostgreSQL; default: the embedded server), ``--home`` / ``CORTEX_PG_HOME`` (the embedded
@@ -19,13 +20,15 @@ flag and exit 2. Heavy modules (the store, the model) are imported by the comman
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from cortex_pg.cli import collections, cortex, db, entities, evolution, keys, models, notes, serve
+from cortex_pg.cli import collections, cortex, db, entities, evolution, keys, mcp, models, notes, serve
 from cortex_pg.cli.common import Options
+from cortex_pg.errors import STMLostWarning
 
 app = typer.Typer(help="cortex-pg: long-term memory for AI agents, in PostgreSQL.", no_args_is_help=True)
 
@@ -47,9 +50,12 @@ def main(
     ] = "minilm",
 ) -> None:
     ctx.obj = Options(database_url, home, embedder)
+    # STMLostWarning is logged as well as warned (cortex_pg.store.stm_loss): the command says it
+    # once, as the log line
+    warnings.filterwarnings("ignore", category=STMLostWarning)
 
 
-for _group in (db, notes, models, entities, collections, evolution, cortex, serve, keys):
+for _group in (db, notes, models, entities, collections, evolution, cortex, serve, keys, mcp):
     _group.register(app)
 
 __all__ = ["app"]

@@ -91,7 +91,13 @@ def list_cmd(
             )
         )
         return
-    table = Table("id", "user", "name", "prefix", "created", "revoked", title="API keys")
+    table = Table(title="API keys")
+    table.add_column("id", no_wrap=True, min_width=36)  # whole: `keys revoke` takes it
+    table.add_column("user", overflow="fold")
+    table.add_column("name", overflow="fold")
+    table.add_column("prefix", no_wrap=True, min_width=10)
+    table.add_column("created", overflow="fold")
+    table.add_column("revoked", overflow="fold")
     for k in found:
         table.add_row(
             k.id,

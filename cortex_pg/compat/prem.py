@@ -40,6 +40,9 @@ from cortex_pg.collections import (
     note_category,
     search_with_collections,
 )
+from cortex_pg.db import steps
+from cortex_pg.db.retry import aretry_transient, retry_transient
+from cortex_pg.db.steps import Blocking, Plan, plan_of, statement
 from cortex_pg.embeddings import HashingEmbedder, MiniLMEmbedder, OpenAIEmbedder
 from cortex_pg.embeddings.base import Embedder
 from cortex_pg.errors import NotFoundError, ValidationError
@@ -118,6 +121,14 @@ def embedder_for_model(model_name: str, api_key: str | None = None, base_url: st
     if name.startswith("hashing"):
         return HashingEmbedder()
     raise ValidationError("model_name", f"unknown embedding model {model_name!r}")
+
+
+def _sync_engine(system: AgenticMemorySystem) -> Any:
+    return system.store.engine
+
+
+def _async_engine(system: AgenticMemorySystem) -> Any:
+    return system._async_store().engine
 
 
 class AgenticMemorySystem:
@@ -216,6 +227,8 @@ class AgenticMemorySystem:
         return decide
 
     # ------------------------------------------------------------------ writes
+    @retry_transient
+    @steps.operation(engine=_sync_engine)
     def add_note(
         self,
         content: str,
@@ -223,8 +236,9 @@ class AgenticMemorySystem:
         user_id: str | None = None,
         session_id: str | None = None,
         **kwargs: Any,
-    ) -> str:
+    ) -> Plan[str]:
         """Store a note; returns its id. It is in STM (and LTM) when this returns.
+        (:meth:`aadd_note` is the same call for asyncio.)
 
         Args:
             content: the text. time: RFC 3339 / ISO 8601 (naive = UTC), default now.
@@ -244,9 +258,10 @@ class AgenticMemorySystem:
         links = fields.pop("links", None)
         v.content(content)
         if links:  # bad links refuse the whole note: check them before anything is stored
-            self._check_links(links, user_id)
+            yield from self._check_links(links, user_id)
         keywords = fields.get("keywords")
-        nid = self.store.add(
+        nid = yield from plan_of(
+            self.store.add,
             content,
             user_id=user_id,
             session_id=session_id,
@@ -261,9 +276,12 @@ class AgenticMemorySystem:
             enqueue_evolution=True,
         )
         if links:
-            self._set_links(nid, links)
-        self._schedule(nid, v.scope_id(user_id, "user_id"))
+            yield from plan_of(self.store.update, nid, links=links)
+        yield Blocking(self._schedule, (nid, v.scope_id(user_id, "user_id")))
         return nid
+
+    # the same plan over async connections; the embedding and deep processing in a worker thread
+    aadd_note = aretry_transient(steps.async_operation(add_note, engine=_async_engine))
 
     def _split_kwargs(self, kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         fields = {k: val for k, val in kwargs.items() if k in NOTE_KWARGS and k != "metadata"}
@@ -399,6 +417,8 @@ class AgenticMemorySystem:
         links = self._links([note.id], note.user_id)
         return _memory_note(note, links.get(note.id, {}), access_bump=1)
 
+    @retry_transient
+    @steps.operation(engine=_sync_engine)
     def search(
         self,
         query: str,
@@ -413,8 +433,9 @@ class AgenticMemorySystem:
         date_range: str | dict[str, Any] | None = None,
         now: datetime | str | None = None,
         include_links: bool = False,
-    ) -> list[dict[str, Any]]:
+    ) -> Plan[list[dict[str, Any]]]:
         """Search STM and/or LTM of one user; returns result dicts, best first.
+        (:meth:`asearch` is the same call for asyncio.)
 
         Args:
             query: the question. limit: results (> 0).
@@ -454,11 +475,7 @@ class AgenticMemorySystem:
         if date_range is not None and date_range != "":
             date_from, date_to = parse_date_range(date_range, now=now)
         weight = auto_temporal_weight(query, date_range) if temporal_weight is None else temporal_weight
-        search = self.store.search
-        if self.enable_smart_collections:
-            search = partial(search_with_collections, self.store, enhancer=self._enhancer)
-        results = search(
-            query,
+        kwargs = dict(
             user_id=user_id,
             session_id=session_id,
             limit=limit,
@@ -471,12 +488,21 @@ class AgenticMemorySystem:
             context=context if apply_postprocessing else None,
             include_links=include_links,
         )
+        if self.enable_smart_collections:  # several searches and LLM calls: run as one blocking call
+            search = partial(search_with_collections, self.store, enhancer=self._enhancer)
+            results = yield Blocking(lambda: search(query, **kwargs))
+        else:
+            results = yield from plan_of(self.store.search, query, **kwargs)
         if memory_source in ("all", "stm"):  # an STM emptied by a crash is said, not silent
-            report_unwritten(self.store, v.scope_id(user_id, "user_id"), session_id)
-        links = self._links([r.id for r in results], results[0].note.user_id) if results else {}
+            yield Blocking(report_unwritten, (self.store, v.scope_id(user_id, "user_id"), session_id))
+        links = (
+            (yield from self._links_of([r.id for r in results], results[0].note.user_id)) if results else {}
+        )
         return [_result_dict(r, links.get(r.id, {}), weight) for r in results]
 
     search_memory = search
+    # the same plan over an async connection; the query's embedding in a worker thread
+    asearch = asearch_memory = aretry_transient(steps.async_operation(search, engine=_async_engine))
 
     def search_agentic(
         self, query: str, limit: int = 5, user_id: str | None = None, session_id: str | None = None
@@ -558,18 +584,33 @@ class AgenticMemorySystem:
         with self._lock:
             self._added = [i for i in self._added if i not in ids]
 
+    def _async_store(self) -> Any:
+        """The async twin of ``self.store`` for the running event loop."""
+        from cortex_pg.store.async_store import loop_store
+
+        if self._closed:
+            raise ValidationError("system", "shutdown() was called; create a new AgenticMemorySystem")
+        return loop_store(self, self.store)
+
+    async def ashutdown(self) -> None:
+        """:meth:`shutdown`, closing the async connections of :meth:`aadd_note` / :meth:`asearch` too."""
+        cached = self.__dict__.pop("_loop_store", None)
+        if cached is not None:
+            await cached[1].close()
+        self.shutdown()
+
     # ------------------------------------------------------------------ links
     def _links(self, ids: list[str], user_id: str) -> dict[str, dict[str, dict[str, Any]]]:
+        return steps.run(self.store.engine, self._links_of(ids, user_id))
+
+    def _links_of(self, ids: list[str], user_id: str) -> Plan[dict[str, dict[str, dict[str, Any]]]]:
         if not ids:
             return {}
-        with self.store.engine.connect() as conn:
-            rows = conn.execute(
-                text(
-                    "SELECT source_id, target_id, type, strength, reason FROM cortex.note_links "
-                    "WHERE user_id = :u AND source_id = ANY(CAST(:ids AS uuid[]))"
-                ),
-                {"u": user_id, "ids": ids},
-            ).all()
+        rows = yield statement(
+            "SELECT source_id, target_id, type, strength, reason FROM cortex.note_links "
+            "WHERE user_id = :u AND source_id = ANY(CAST(:ids AS uuid[]))",
+            {"u": user_id, "ids": ids},
+        )
         out: dict[str, dict[str, dict[str, Any]]] = {}
         for r in rows:
             out.setdefault(str(r.source_id), {})[str(r.target_id)] = {
@@ -579,7 +620,7 @@ class AgenticMemorySystem:
             }
         return out
 
-    def _check_links(self, links: Any, user_id: str | None) -> None:
+    def _check_links(self, links: Any, user_id: str | None) -> Plan[None]:
         import uuid as _uuid
 
         from cortex_pg.store.links import parse_links
@@ -587,14 +628,16 @@ class AgenticMemorySystem:
         parsed = parse_links(_uuid.uuid4(), links)
         uid = v.scope_id(user_id, "user_id")
         targets = [str(link.target) for link in parsed]
-        with self.store.engine.connect() as conn:  # one query for every target
-            found = {
-                str(i)
-                for i in conn.execute(
-                    text("SELECT id FROM cortex.notes WHERE user_id = :u AND id = ANY(CAST(:ids AS uuid[]))"),
+        found = {  # one query for every target
+            str(i)
+            for i in (
+                yield statement(
+                    "SELECT id FROM cortex.notes WHERE user_id = :u AND id = ANY(CAST(:ids AS uuid[]))",
                     {"u": uid, "ids": targets},
-                ).scalars()
-            }
+                    "scalars",
+                )
+            )
+        }
         for target in targets:
             if target not in found:
                 raise ValidationError(f"links[{target!r}]", "no such note of this user")

@@ -12,6 +12,7 @@ attempt and the wait), so an operator (or the standing program) can count them.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import time
@@ -51,20 +52,52 @@ def retry_transient(fn: F) -> F:
                 try:
                     return fn(*args, **kwargs)
                 except DatabaseError as exc:
-                    if exc.sqlstate not in TRANSIENT_SQLSTATES or attempt == ATTEMPTS - 1:
+                    delay = _retry_delay(fn, exc, attempt)
+                    if delay is None:
                         raise
-                    delay = min(MAX_DELAY, BASE_DELAY * 2**attempt * random.uniform(0.5, 1.5))
-                    log.info(
-                        "%s: SQLSTATE %s, running it again (attempt %d of %d) in %.0f ms",
-                        fn.__qualname__,
-                        exc.sqlstate,
-                        attempt + 2,
-                        ATTEMPTS,
-                        delay * 1000,
-                    )
                     time.sleep(delay)
             raise AssertionError("unreachable")  # pragma: no cover
         finally:
             _active.reset(token)
 
     return wrapper  # type: ignore[return-value]
+
+
+def aretry_transient(fn: F) -> F:
+    """:func:`retry_transient` for a coroutine function (waits with ``asyncio.sleep``)."""
+
+    @wraps(fn)
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if _active.get():
+            return await fn(*args, **kwargs)
+        token = _active.set(True)
+        try:
+            for attempt in range(ATTEMPTS):
+                try:
+                    return await fn(*args, **kwargs)
+                except DatabaseError as exc:
+                    delay = _retry_delay(fn, exc, attempt)
+                    if delay is None:
+                        raise
+                    await asyncio.sleep(delay)
+            raise AssertionError("unreachable")  # pragma: no cover
+        finally:
+            _active.reset(token)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _retry_delay(fn: Callable[..., Any], exc: DatabaseError, attempt: int) -> float | None:
+    """Seconds to wait before running ``fn`` again after ``exc`` (logged), or None: give up."""
+    if exc.sqlstate not in TRANSIENT_SQLSTATES or attempt == ATTEMPTS - 1:
+        return None
+    delay = min(MAX_DELAY, BASE_DELAY * 2**attempt * random.uniform(0.5, 1.5))
+    log.info(
+        "%s: SQLSTATE %s, running it again (attempt %d of %d) in %.0f ms",
+        fn.__qualname__,
+        exc.sqlstate,
+        attempt + 2,
+        ATTEMPTS,
+        delay * 1000,
+    )
+    return delay

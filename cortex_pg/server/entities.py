@@ -1,7 +1,9 @@
 """``/entities``: the key's user's knowledge graph (entities, their facts, their neighbourhood).
 
 Entities are recorded when notes are stored with extraction on (``cortex-pg serve`` does it
-unless ``--no-entities``). Names are matched case- and whitespace-folded.
+unless ``--no-entities``). Names are matched case- and whitespace-folded, and may contain ``/``
+(``/entities/TCP/IP/related`` is the neighbourhood of ``TCP/IP``; the ``/related`` route is
+matched first).
 """
 
 from __future__ import annotations
@@ -37,25 +39,7 @@ def list_entities(
     return [EntityOut.model_validate(e, from_attributes=True) for e in found]
 
 
-@router.get("/entities/{name}", response_model=EntityDetail, responses=documented(404))
-def get_entity(
-    name: str = Name, user: str = Depends(current_user), svc: Service = Depends(service)
-) -> EntityDetail:
-    """An entity: counters, snippets, the notes that mention it and its facts valid now."""
-    name, graph = entity_name(name, "name"), _graph(svc)
-    with tenancy.tenant_scope(user):
-        record = graph.entity(user, name)
-        if record is None:
-            raise NotFoundError("entity", name)
-        facts = graph.relationships(user, record.name)
-    return EntityDetail(
-        **EntityOut.model_validate(record, from_attributes=True).model_dump(),
-        mentions=record.mentions,
-        facts=[FactOut.model_validate(f, from_attributes=True) for f in facts],
-    )
-
-
-@router.get("/entities/{name}/related", response_model=Neighbourhood, responses=documented(404))
+@router.get("/entities/{name:path}/related", response_model=Neighbourhood, responses=documented(404))
 def related_entities(
     name: str = Name,
     depth: int = Query(2, ge=1, le=10, description="Hops from the entity."),
@@ -81,4 +65,22 @@ def related_entities(
             for f in facts
             if fold(f.source) in inside and fold(f.target) in inside
         ],
+    )
+
+
+@router.get("/entities/{name:path}", response_model=EntityDetail, responses=documented(404))
+def get_entity(
+    name: str = Name, user: str = Depends(current_user), svc: Service = Depends(service)
+) -> EntityDetail:
+    """An entity: counters, snippets, the notes that mention it and its facts valid now."""
+    name, graph = entity_name(name, "name"), _graph(svc)
+    with tenancy.tenant_scope(user):
+        record = graph.entity(user, name)
+        if record is None:
+            raise NotFoundError("entity", name)
+        facts = graph.relationships(user, record.name)
+    return EntityDetail(
+        **EntityOut.model_validate(record, from_attributes=True).model_dump(),
+        mentions=record.mentions,
+        facts=[FactOut.model_validate(f, from_attributes=True) for f in facts],
     )

@@ -126,7 +126,7 @@ def revoke_key(engine: Engine, key_id: str | uuid.UUID) -> bool:
     Raises:
         ValidationError: ``key_id`` is not a UUID (field ``key_id``).
     """
-    kid = validation.note_id(key_id, "key_id")
+    kid = validation.note_id(key_id, "key_id", kind="API key")
     with translate_db_errors(), engine.begin() as conn:
         done = conn.execute(
             text("UPDATE cortex.api_keys SET revoked_at = now() WHERE id = :id AND revoked_at IS NULL"),

@@ -31,12 +31,28 @@ router = APIRouter(
 NoteId = Path(description="The note's id (a UUID).")
 
 
-@router.post("/notes", status_code=201, response_model=NoteOut, responses=documented(400, 409))
-def add_note(body: NoteIn, user: str = Depends(current_user), svc: Service = Depends(service)) -> NoteOut:
-    """Store a note for the key's user; returns it. The same content in the same session is
-    stored once: the existing note is returned."""
+@router.post(
+    "/notes",
+    status_code=201,
+    response_model=NoteOut,
+    responses={
+        **documented(400, 409),
+        200: {
+            "model": NoteOut,
+            "description": "The same content is already stored in this session: that note.",
+        },
+    },
+)
+def add_note(
+    body: NoteIn, response: Response, user: str = Depends(current_user), svc: Service = Depends(service)
+) -> NoteOut:
+    """Store a note for the key's user: 201 with the new note. The same content in the same
+    session is stored once: 200 with the note already stored (a repeated POST changes nothing)."""
     fields = body.model_dump(exclude_none=True)
-    nid = svc.store.add(fields.pop("content"), user_id=user, **fields)
+    fresh = str(uuid.uuid4())  # the id a new note gets: another one returned means it existed
+    nid = svc.store.add(fields.pop("content"), user_id=user, id=fresh, **fields)
+    if nid != fresh:
+        response.status_code = 200
     return NoteOut.model_validate(svc.store.get(nid, user_id=user), from_attributes=True)
 
 

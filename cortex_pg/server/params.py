@@ -1,5 +1,6 @@
 """Query strings are strict too: a parameter the route does not declare is refused (422 naming
-it) rather than ignored, so ``?limt=5`` is an error, not a silent default."""
+it) rather than ignored, so ``?limt=5`` is an error, not a silent default; so is a parameter
+given twice (``?limit=1&limit=2``), which would otherwise be read as one of its values."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ from cortex_pg.errors import ValidationError
 
 
 def no_unknown_query(request: Request) -> None:
-    """Router dependency: raise for the first query parameter the matched route does not take.
+    """Router dependency: raise for the first query parameter the matched route does not take,
+    or that is given more than once.
 
     Raises:
-        ValidationError: field = the unknown parameter's name.
+        ValidationError: field = the unknown (or repeated) parameter's name.
     """
     route = request.scope.get("route")
     dependant = getattr(route, "dependant", None)
@@ -23,6 +25,10 @@ def no_unknown_query(request: Request) -> None:
     if unknown:
         known = ", ".join(sorted(allowed)) or "none"
         raise ValidationError(unknown[0], f"is not a query parameter of this route (it takes: {known})")
+    for name in sorted(allowed & set(request.query_params)):
+        given = request.query_params.getlist(name)
+        if len(given) > 1:
+            raise ValidationError(name, f"is given {len(given)} times ({', '.join(given)}); give it once")
 
 
 def _query_names(dependant) -> list[str]:  # noqa: ANN001

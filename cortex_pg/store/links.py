@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, text
 
-from cortex_pg.errors import NotFoundError, ValidationError, translate_db_errors
+from cortex_pg.db.steps import Plan, on_connection, operation, plan_of
+from cortex_pg.errors import NotFoundError, ValidationError
 from cortex_pg.store import validation
 
 if TYPE_CHECKING:
@@ -246,9 +247,10 @@ def outgoing(conn: Connection, user_id: str, note_id: uuid.UUID) -> dict[str, di
     }
 
 
+@operation
 def set_links(
     store: MemoryStore, note_id: str | uuid.UUID, links: Mapping[Any, Any], *, user_id: str | None = None
-) -> int:
+) -> Plan[int]:
     """Set links of a note by hand, with reciprocals, in one transaction.
 
     Args:
@@ -264,14 +266,15 @@ def set_links(
     """
     source = validation.note_id(note_id)
     specs = parse_links(source, links)
-    owner = store.get(source, user_id=user_id).user_id
-    with translate_db_errors(), store.engine.begin() as conn:
-        return write_links(conn, owner, specs)
+    owner = (yield from plan_of(store.get, source, user_id=user_id)).user_id
+    return (yield on_connection(lambda conn: write_links(conn, owner, specs)))
 
 
-def get_links(store: MemoryStore, note_id: str | uuid.UUID, *, user_id: str | None = None) -> dict[str, Any]:
+@operation
+def get_links(
+    store: MemoryStore, note_id: str | uuid.UUID, *, user_id: str | None = None
+) -> Plan[dict[str, Any]]:
     """The outgoing links of a note (see :func:`outgoing`)."""
     nid = validation.note_id(note_id)
-    owner = store.get(nid, user_id=user_id).user_id
-    with translate_db_errors(), store.engine.connect() as conn:
-        return outgoing(conn, owner, nid)
+    owner = (yield from plan_of(store.get, nid, user_id=user_id)).user_id
+    return (yield on_connection(lambda conn: outgoing(conn, owner, nid)))

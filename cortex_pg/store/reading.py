@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlalchemy import text
 
+from cortex_pg.db.steps import Plan, Query, Transaction, operation
 from cortex_pg.errors import NotFoundError, ValidationError, translate_db_errors
 from cortex_pg.store import sql, validation
 from cortex_pg.store.records import Note
@@ -17,7 +18,8 @@ class NoteReader:
     """The reading methods of :class:`~cortex_pg.store.MemoryStore` (a mixin over its ``engine``)."""
 
     @tenant_scoped
-    def get(self, id: str | uuid.UUID, *, user_id: str | None = None, touch: bool = False) -> Note:
+    @operation
+    def get(self, id: str | uuid.UUID, *, user_id: str | None = None, touch: bool = False) -> Plan[Note]:
         """The note with this id: its LTM row, or its STM copy when it is only in STM.
 
         Args:
@@ -29,14 +31,17 @@ class NoteReader:
         """
         nid = validation.note_id(id)
         uid = validation.optional_scope_id(user_id, "user_id")
-        with translate_db_errors(), self.engine.begin() as conn:
-            rows = conn.execute(text(sql.GET_NOTE), {"id": nid, "user_id": uid}).mappings().all()
+
+        def body() -> Plan[Note]:
+            rows = yield Query(sql.GET_NOTE, {"id": nid, "user_id": uid}, "mappings")
             if not rows:
                 raise NotFoundError("note", str(nid))
             row = next((r for r in rows if r["memory_tier"] == "ltm"), rows[0])
             if touch:
-                conn.execute(text(sql.TOUCH), {"user_id": row["user_id"], "ids": [nid]})
-        return note_from_row(row)
+                yield Query(sql.TOUCH, {"user_id": row["user_id"], "ids": [nid]}, "none")
+            return note_from_row(row)
+
+        return (yield Transaction(body()))
 
     @tenant_scoped
     def list_notes(

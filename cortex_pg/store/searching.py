@@ -9,10 +9,9 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import text
-
 from cortex_pg.db.retry import retry_transient
-from cortex_pg.errors import ValidationError, translate_db_errors
+from cortex_pg.db.steps import Blocking, Plan, Query, Transaction, WithConnection, operation
+from cortex_pg.errors import ValidationError
 from cortex_pg.store import sql, validation
 from cortex_pg.store.records import SearchResult
 from cortex_pg.store.rows import result_from_row, tenant_scoped, vector_literal
@@ -73,6 +72,7 @@ class NoteSearch:
 
     @retry_transient
     @tenant_scoped
+    @operation
     def search(
         self,
         query: str,
@@ -94,7 +94,7 @@ class NoteSearch:
         expand_entities: bool = False,
         entity_weight: float = 0.5,
         collections: bool = False,
-    ) -> list[SearchResult]:
+    ) -> Plan[list[SearchResult]]:
         """Hybrid search of one user's notes, in one SQL statement (``cortex.search_notes``).
 
         Vector candidates (HNSW, cosine over text and context embeddings, weighed by a length
@@ -147,13 +147,14 @@ class NoteSearch:
         if collections:
             from cortex_pg.collections.search import search_with_collections
 
-            return search_with_collections(
+            # several searches (each its own plan run) and, with an LLM, concurrent calls
+            return (yield Blocking(lambda: search_with_collections(
                 self, query, user_id=user_id, session_id=session_id, limit=limit,
                 temporal_weight=temporal_weight, date_from=date_from, date_to=date_to, now=now,
                 memory_source=memory_source, where_filter=where_filter, context=context, touch=touch,
                 include_links=include_links, link_depth=link_depth, entities=entities,
                 expand_entities=expand_entities, entity_weight=entity_weight,
-            )  # fmt: skip
+            )))  # fmt: skip
         query = validation.query(query)
         uid = validation.scope_id(user_id, "user_id")
         sid = validation.optional_scope_id(session_id, "session_id")
@@ -182,7 +183,7 @@ class NoteSearch:
         ctx = validation.short_text(context, "context")
         if ctx is not None and not ctx.strip():
             ctx = None
-        vectors = self._query_vectors([query] if ctx is None else [query, ctx])
+        vectors = yield Blocking(self._query_vectors, ([query] if ctx is None else [query, ctx],))
         vector = vectors[:1]
         params = {
             "where_filter": None if wf is None else json.dumps(wf),
@@ -204,11 +205,16 @@ class NoteSearch:
             "expand_entities": bool(expand_entities),
         }
         depth = validation.limit(link_depth, "link_depth")
-        with translate_db_errors(), self.engine.begin() as conn:
-            rows = conn.execute(text(sql.SEARCH), params).mappings().all()
+
+        def body() -> Plan[list[SearchResult]]:
+            rows = yield Query(sql.SEARCH, params, "mappings")
             results = [result_from_row(r) for r in rows]
             if include_links and results:
                 from cortex_pg.store.traversal import expand_results
 
-                results += expand_results(conn, uid, results, extra=lim, depth=depth, session_id=sid)
-        return results
+                results += yield WithConnection(
+                    lambda conn: expand_results(conn, uid, results, extra=lim, depth=depth, session_id=sid)
+                )
+            return results
+
+        return (yield Transaction(body()))

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, text
 
-from cortex_pg.errors import ValidationError, translate_db_errors
+from cortex_pg.db.steps import Plan, operation, plan_of, statement
+from cortex_pg.errors import ValidationError
 from cortex_pg.store import sql, validation
 from cortex_pg.store.records import Note, SearchResult
 
@@ -64,6 +65,7 @@ class LinkedNote:
     path: list[str]
 
 
+@operation
 def linked_notes(
     store: MemoryStore,
     note_id: str | uuid.UUID,
@@ -71,7 +73,7 @@ def linked_notes(
     depth: int = 2,
     min_strength: float = 0.0,
     user_id: str | None = None,
-) -> list[LinkedNote]:
+) -> Plan[list[LinkedNote]]:
     """Notes reachable from ``note_id`` within ``depth`` links (``cortex.linked_notes``).
 
     Args:
@@ -92,24 +94,23 @@ def linked_notes(
     if hops > 10:
         raise ValidationError("depth", "must be at most 10")
     floor = validation.unit_interval(min_strength, "min_strength")
-    owner = store.get(nid, user_id=user_id).user_id
-    with translate_db_errors(), store.engine.connect() as conn:
-        rows = conn.execute(
-            text(LINKED), {"user_id": owner, "id": nid, "depth": hops, "min_strength": floor}
-        ).mappings()
-        return [
-            LinkedNote(
-                note=note_from_row(r),
-                hops=int(r["hops"]),
-                path_strength=float(r["path_strength"]),
-                via=str(r["via_id"]),
-                link_type=r["link_type"],
-                link_strength=float(r["link_strength"]),
-                link_reason=r["link_reason"],
-                path=[str(p) for p in r["path"]],
-            )
-            for r in rows
-        ]
+    owner = (yield from plan_of(store.get, nid, user_id=user_id)).user_id
+    rows = yield statement(
+        LINKED, {"user_id": owner, "id": nid, "depth": hops, "min_strength": floor}, "mappings"
+    )
+    return [
+        LinkedNote(
+            note=note_from_row(r),
+            hops=int(r["hops"]),
+            path_strength=float(r["path_strength"]),
+            via=str(r["via_id"]),
+            link_type=r["link_type"],
+            link_strength=float(r["link_strength"]),
+            link_reason=r["link_reason"],
+            path=[str(p) for p in r["path"]],
+        )
+        for r in rows
+    ]
 
 
 def expand_results(

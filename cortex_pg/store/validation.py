@@ -77,8 +77,8 @@ def optional_scope_id(value: object, field: str) -> str | None:
     return None if value is None else scope_id(value, field)
 
 
-def note_id(value: object, field: str = "id") -> uuid.UUID:
-    """A note id as UUID; accepts a UUID or its string form."""
+def note_id(value: object, field: str = "id", *, kind: str = "note") -> uuid.UUID:
+    """A note id (or the id of another ``kind`` of object) as UUID; accepts a UUID or its string form."""
     if isinstance(value, uuid.UUID):
         return value
     if isinstance(value, str):
@@ -86,7 +86,9 @@ def note_id(value: object, field: str = "id") -> uuid.UUID:
             return uuid.UUID(value.strip())
         except ValueError:
             pass
-    raise ValidationError(field, f"{value!r} is not a note id (a UUID)")
+    raise ValidationError(
+        field, f"{value!r} is not {'an' if kind[0] in 'aeiouAEIOU' else 'a'} {kind} id (a UUID)"
+    )
 
 
 def content(value: object, field: str = "content", max_length: int = MAX_CONTENT_LENGTH) -> str:

@@ -17,6 +17,17 @@ from sqlalchemy import Connection, text
 
 from cortex_pg.db import tenancy
 from cortex_pg.db.retry import retry_transient
+from cortex_pg.db.steps import (
+    Blocking,
+    Plan,
+    Query,
+    Transaction,
+    WithConnection,
+    in_transaction,
+    operation,
+    plan_of,
+    run,
+)
 from cortex_pg.embeddings.base import Embedder
 from cortex_pg.errors import (
     ConflictError,
@@ -44,6 +55,7 @@ class NoteWriter:
 
     @retry_transient
     @tenant_scoped
+    @operation
     def add(
         self,
         content: str,
@@ -63,7 +75,7 @@ class NoteWriter:
         enqueue_evolution: bool | None = None,
         to_ltm: bool = True,
         stm_capacity: int | None = None,
-    ) -> str:
+    ) -> Plan[str]:
         """Store one note in LTM (and STM when ``to_stm``); returns its id (UUID string).
 
         Args:
@@ -109,10 +121,14 @@ class NoteWriter:
         if not to_ltm:
             if not to_stm:
                 raise ValidationError("to_stm", "a note must go to at least one tier (to_ltm or to_stm)")
-            return self._store_stm_only(note, stm_capacity)
-        return self._store([note], to_stm=to_stm, enqueue=enqueue_evolution, stm_capacity=stm_capacity)[0]
+            return (yield from self._store_stm_only(note, stm_capacity))
+        ids = yield from self._store(
+            [note], to_stm=to_stm, enqueue=enqueue_evolution, stm_capacity=stm_capacity
+        )
+        return ids[0]
 
     @retry_transient
+    @operation
     def add_many(
         self,
         items: Iterable[Mapping[str, Any]],
@@ -124,7 +140,7 @@ class NoteWriter:
         progress: Callable[[int], None] | None = None,
         enqueue_evolution: bool | None = None,
         bulk: bool = False,
-    ) -> list[str]:
+    ) -> Plan[list[str]]:
         """Store many notes: one embedding batch and one multi-row insert per ``batch_size`` notes.
 
         Args:
@@ -168,15 +184,31 @@ class NoteWriter:
             if len(tenants) > 1:
                 raise ValidationError("items", "with isolation='rls' one add_many call writes one user_id")
             with tenancy.tenant_scope(tenants.pop()):
-                return self._store(
-                    notes, to_stm=to_stm, batch_size=batch_size, progress=progress, enqueue=enqueue_evolution
+                return (
+                    yield from self._store(
+                        notes,
+                        to_stm=to_stm,
+                        batch_size=batch_size,
+                        progress=progress,
+                        enqueue=enqueue_evolution,
+                    )
                 )
         if bulk:
-            return self._bulk_store(
+            return (
+                yield Blocking(
+                    lambda: self._bulk_store(
+                        notes,
+                        to_stm=to_stm,
+                        batch_size=batch_size,
+                        progress=progress,
+                        enqueue=enqueue_evolution,
+                    )
+                )
+            )
+        return (
+            yield from self._store(
                 notes, to_stm=to_stm, batch_size=batch_size, progress=progress, enqueue=enqueue_evolution
             )
-        return self._store(
-            notes, to_stm=to_stm, batch_size=batch_size, progress=progress, enqueue=enqueue_evolution
         )
 
     def _bulk_store(
@@ -189,7 +221,8 @@ class NoteWriter:
         enqueue: bool | None,
     ) -> list[str]:
         """``add_many(bulk=True)``: a transaction per batch; the HNSW index built after the load
-        when the model had no embeddings (one bulk load at a time, under an advisory lock)."""
+        when the model had no embeddings (one bulk load at a time, under an advisory lock). Runs
+        on the synchronous engine (an async store runs it in a worker thread)."""
         batch_size = validation.limit(batch_size, "batch_size")
         model, dim = self.embedder.name, self.embedder.dim
         with translate_db_errors(), self.engine.connect() as lock_conn:
@@ -208,12 +241,15 @@ class NoteWriter:
                 ids: list[str] = []
                 try:
                     for start in range(0, len(notes), batch_size):
-                        ids += self._store(
-                            notes[start : start + batch_size],
-                            to_stm=to_stm,
-                            batch_size=batch_size,
-                            progress=progress,
-                            enqueue=enqueue,
+                        ids += run(
+                            self.engine,
+                            self._store(
+                                notes[start : start + batch_size],
+                                to_stm=to_stm,
+                                batch_size=batch_size,
+                                progress=progress,
+                                enqueue=enqueue,
+                            ),
                         )
                 finally:
                     if empty:
@@ -237,58 +273,62 @@ class NoteWriter:
         progress: Callable[[int], None] | None = None,
         enqueue: bool | None = None,
         stm_capacity: int | None = None,
-    ) -> list[str]:
+    ) -> Plan[list[str]]:
         batch_size = validation.limit(batch_size, "batch_size")
         enqueue = self.enqueue_evolution if enqueue is None else enqueue
         capacity = (
             self.stm_capacity if stm_capacity is None else validation.limit(stm_capacity, "stm_capacity")
         )
-        ids: list[str] = []
-        with translate_db_errors(), self.engine.begin() as conn:
+
+        def batches() -> Plan[list[str]]:
+            ids: list[str] = []
             for start in range(0, len(notes), batch_size):
                 batch = notes[start : start + batch_size]
-                ids.extend(self._insert_batch(conn, batch, to_stm, enqueue, capacity))
+                ids.extend((yield from self._insert_batch(batch, to_stm, enqueue, capacity)))
                 if progress:
                     progress(len(batch))
-        return ids
+            return ids
 
-    def _store_stm_only(self, note: validation.NewNote, stm_capacity: int | None) -> str:
+        return (yield Transaction(batches()))
+
+    def _store_stm_only(self, note: validation.NewNote, stm_capacity: int | None) -> Plan[str]:
         """Insert one note into STM only (see ``add(to_ltm=False)``), trimming its scope to capacity."""
         capacity = (
             self.stm_capacity if stm_capacity is None else validation.limit(stm_capacity, "stm_capacity")
         )
         scopes = {"users": [note.user_id], "sessions": [note.session_id]}
-        with translate_db_errors(), self.engine.begin() as conn:
-            conn.execute(text(sql.LOCK_SCOPES), scopes)
-            found = conn.execute(text(sql.FIND_EXISTING), {**scopes, "hashes": [note.content_hash]}).all()
+
+        def body(note: validation.NewNote) -> Plan[str]:
+            yield Query(sql.LOCK_SCOPES, scopes, "none")
+            found = yield Query(sql.FIND_EXISTING, {**scopes, "hashes": [note.content_hash]})
             by_tier = {r.tier: str(r.id) for r in found}
             if not by_tier:
-                self._check_ids_free(conn, [note] if note.explicit_id else [])
+                yield from self._check_ids_free([note] if note.explicit_id else [])
             if "stm" in by_tier:
                 return by_tier["stm"]
             if "ltm" in by_tier:
                 note = _with_id(note, uuid.UUID(by_tier["ltm"]))
-            vectors = embed_windows(self.embedder, [note.content])[0]
+            windows = yield Blocking(embed_windows, (self.embedder, [note.content]))
+            vectors = [windows[0][0]]  # STM keeps one embedding: the first window
             row = dict(note.row(), embedding=vector_literal(vectors[0]))
-            conn.execute(text(sql.INSERT_STM), {"rows": json.dumps([row]), "model": self.embedder.name})
-            conn.execute(text(sql.TRIM_STM), {**scopes, "capacity": capacity})
-        return str(note.id)
+            yield Query(sql.INSERT_STM, {"rows": json.dumps([row]), "model": self.embedder.name}, "none")
+            yield Query(sql.TRIM_STM, {**scopes, "capacity": capacity}, "none")
+            return str(note.id)
+
+        return (yield Transaction(body(note)))
 
     def _insert_batch(
         self,
-        conn: Connection,
         batch: list[validation.NewNote],
         to_stm: bool,
         enqueue: bool = False,
         stm_capacity: int | None = None,
-    ) -> list[str]:
+    ) -> Plan[list[str]]:
         capacity = self.stm_capacity if stm_capacity is None else stm_capacity
         scopes = {"users": [n.user_id for n in batch], "sessions": [n.session_id for n in batch]}
-        conn.execute(text(sql.LOCK_SCOPES), scopes)
+        yield Query(sql.LOCK_SCOPES, scopes, "none")
         existing: dict[tuple[str, str, str], tuple[str, str]] = {}
-        for row in conn.execute(
-            text(sql.FIND_EXISTING), {**scopes, "hashes": [n.content_hash for n in batch]}
-        ):
+        for row in (yield Query(sql.FIND_EXISTING, {**scopes, "hashes": [n.content_hash for n in batch]})):
             key = (row.user_id, row.session_id, row.content_hash)
             if key not in existing or row.tier == "ltm":
                 existing[key] = (str(row.id), row.tier)
@@ -309,51 +349,51 @@ class NoteWriter:
             ids.append(str(chosen[key].id))
         if not fresh:
             return ids
-        self._check_ids_free(conn, [n for n in fresh if n.explicit_id])
-        windows = embed_windows(self.embedder, [n.content for n in fresh])
+        yield from self._check_ids_free([n for n in fresh if n.explicit_id])
+        windows = yield Blocking(embed_windows, (self.embedder, [n.content for n in fresh]))
         rows = [dict(n.row(), embedding=vector_literal(w[0])) for n, w in zip(fresh, windows, strict=True)]
-        inserted = {
-            str(i) for i in conn.execute(text(sql.INSERT_NOTES), {"rows": json.dumps(rows)}).scalars()
-        }
+        inserted = {str(i) for i in (yield Query(sql.INSERT_NOTES, {"rows": json.dumps(rows)}, "scalars"))}
         if len(inserted) < len(rows):
-            ids = self._resolve_conflicts(conn, batch, ids, [n for n in fresh if str(n.id) not in inserted])
+            ids = yield from self._resolve_conflicts(ids, [n for n in fresh if str(n.id) not in inserted])
             rows = [r for r in rows if r["id"] in inserted]
         if enqueue and rows:
             from cortex_pg.store import jobs as queue
 
-            queue.enqueue(conn, [r["user_id"] for r in rows], [uuid.UUID(r["id"]) for r in rows])
+            yield WithConnection(
+                lambda conn: queue.enqueue(
+                    conn, [r["user_id"] for r in rows], [uuid.UUID(r["id"]) for r in rows]
+                )
+            )
         if self.extract_entities and rows:
-            self._index_entities(conn, rows)
+            yield WithConnection(lambda conn: self._index_entities(conn, rows))
         by_id = {str(n.id): w for n, w in zip(fresh, windows, strict=True)}
-        write_text_embeddings(
-            conn,
-            self.embedder.name,
-            [NoteWindows(r["user_id"], r["id"], r["session_id"], by_id[r["id"]]) for r in rows],
-            replace=False,
+        written = [NoteWindows(r["user_id"], r["id"], r["session_id"], by_id[r["id"]]) for r in rows]
+        yield WithConnection(
+            lambda conn: write_text_embeddings(conn, self.embedder.name, written, replace=False)
         )
         if rows:
-            self._write_context_embeddings(conn, [r["user_id"] for r in rows], [r["id"] for r in rows])
+            yield from self._write_context_embeddings([r["user_id"] for r in rows], [r["id"] for r in rows])
         if to_stm:
             newest = _newest_per_scope(rows, capacity)
-            conn.execute(text(sql.INSERT_STM), {"rows": json.dumps(newest), "model": self.embedder.name})
-            conn.execute(text(sql.TRIM_STM), {**scopes, "capacity": capacity})
+            yield Query(sql.INSERT_STM, {"rows": json.dumps(newest), "model": self.embedder.name}, "none")
+            yield Query(sql.TRIM_STM, {**scopes, "capacity": capacity}, "none")
         return ids
 
-    def _write_context_embeddings(self, conn: Connection, users: list[str], ids: list[str]) -> None:
+    def _write_context_embeddings(self, users: list[str], ids: list[str]) -> Plan[None]:
         """The context embeddings of ``ids`` and of the notes that follow them (when the store's
-        ``context_embeddings`` is on); see :func:`write_context_embeddings`."""
+        ``context_embeddings`` is on); see :func:`context_embeddings`."""
         if self.context_embeddings:
-            write_context_embeddings(conn, self.embedder, users, ids)
+            yield from context_embeddings(self.embedder, users, ids)
 
-    def _check_ids_free(self, conn: Connection, notes: list[validation.NewNote]) -> None:
+    def _check_ids_free(self, notes: list[validation.NewNote]) -> Plan[None]:
         """Caller-given ids must not be registered to another tenant (``cortex.note_ids``; the
         registry's foreign keys enforce it anyway, this names the id first)."""
         if not notes:
             return
-        taken = conn.execute(
-            text("SELECT id, user_id FROM cortex.note_ids WHERE id = ANY(CAST(:ids AS uuid[]))"),
+        taken = yield Query(
+            "SELECT id, user_id FROM cortex.note_ids WHERE id = ANY(CAST(:ids AS uuid[]))",
             {"ids": [str(n.id) for n in notes]},
-        ).all()
+        )
         owner = {str(n.id): n.user_id for n in notes}
         for row in taken:
             if row.user_id != owner[str(row.id)]:
@@ -374,23 +414,17 @@ class NoteWriter:
                 conn=conn,
             )
 
-    def _resolve_conflicts(
-        self,
-        conn: Connection,
-        batch: list[validation.NewNote],
-        ids: list[str],
-        lost: list[validation.NewNote],
-    ) -> list[str]:
+    def _resolve_conflicts(self, ids: list[str], lost: list[validation.NewNote]) -> Plan[list[str]]:
         """Notes whose insert hit a unique index: a concurrent writer stored the same content
         (use its id), or the caller's explicit id is taken by another note (ConflictError)."""
-        found = conn.execute(
-            text(sql.FIND_EXISTING),
+        found = yield Query(
+            sql.FIND_EXISTING,
             {
                 "users": [n.user_id for n in lost],
                 "sessions": [n.session_id for n in lost],
                 "hashes": [n.content_hash for n in lost],
             },
-        ).all()
+        )
         by_key = {(r.user_id, r.session_id, r.content_hash): str(r.id) for r in found if r.tier == "ltm"}
         remap: dict[str, str] = {}
         for note in lost:
@@ -405,7 +439,8 @@ class NoteWriter:
 
     @retry_transient
     @tenant_scoped
-    def update(self, id: str | uuid.UUID, *, user_id: str | None = None, **fields: Any) -> Note:
+    @operation
+    def update(self, id: str | uuid.UUID, *, user_id: str | None = None, **fields: Any) -> Plan[Note]:
         """Change fields of a note (both tiers); returns the updated note.
 
         Updatable: content (re-embedded), keywords, tags, context, category, importance,
@@ -458,7 +493,7 @@ class NoteWriter:
             if sets["created_at"] is None:
                 raise ValidationError("time", "must not be None")
         meta_patch = validation.metadata(fields.get("metadata")) if "metadata" in fields else None
-        current = self.get(nid, user_id=uid)
+        current = yield from plan_of(self.get, nid, user_id=uid)
         if current.merged_into is not None:
             raise MergedNoteError(str(nid), current.merged_into)
         if given_session is not None and given_session != current.session_id:
@@ -466,7 +501,8 @@ class NoteWriter:
         uid = current.user_id
         vector = None
         if "content" in sets and sets["content"] != current.content:
-            vector = embed_windows(self.embedder, [sets["content"]])[0]
+            vector = yield Blocking(embed_windows, (self.embedder, [sets["content"]]))
+            vector = vector[0]
         assignments = [f"{col} = :{col}" for col in sets]
         params: dict[str, Any] = {**sets, "id": nid, "user_id": uid}
         if meta_patch is not None:
@@ -480,34 +516,41 @@ class NoteWriter:
         if assignments or new_links is not None:
             assignments.append("updated_at = now()")
             set_sql = ", ".join(assignments)
-            with translate_db_errors(), self.engine.begin() as conn:
-                locked = conn.execute(text(sql.LOCK_NOTE_FOR_UPDATE), {"id": nid, "user_id": uid}).first()
+
+            def body() -> Plan[None]:
+                locked = yield Query(sql.LOCK_NOTE_FOR_UPDATE, {"id": nid, "user_id": uid}, "first")
                 if locked is not None and locked.merged_into is not None:
                     raise MergedNoteError(str(nid), str(locked.merged_into))
                 for table in ("cortex.notes", "cortex.stm_notes"):
-                    conn.execute(
-                        text(f"UPDATE {table} SET {set_sql} WHERE user_id = :user_id AND id = :id"), params
+                    yield Query(
+                        f"UPDATE {table} SET {set_sql} WHERE user_id = :user_id AND id = :id", params, "none"
                     )
                 if new_links is not None:
-                    note_links.replace_links(conn, uid, nid, new_links)
+                    yield WithConnection(lambda conn: note_links.replace_links(conn, uid, nid, new_links))
                 if vector is not None:
                     lit = vector_literal(vector[0])
                     if locked is not None:  # a long-term note (an STM-only one has no embeddings rows)
                         note = NoteWindows(uid, str(nid), current.session_id, vector)
-                        write_text_embeddings(conn, self.embedder.name, [note])
-                    conn.execute(
-                        text(
-                            "UPDATE cortex.stm_notes SET embedding = CAST(:v AS vector), model = :m "
-                            "WHERE user_id = :user_id AND id = :id"
-                        ),
+                        yield WithConnection(
+                            lambda conn: write_text_embeddings(conn, self.embedder.name, [note])
+                        )
+                    yield Query(
+                        "UPDATE cortex.stm_notes SET embedding = CAST(:v AS vector), model = :m "
+                        "WHERE user_id = :user_id AND id = :id",
                         {"v": lit, "user_id": uid, "id": nid, "m": self.embedder.name},
+                        "none",
                     )
-                    self._write_context_embeddings(conn, [uid], [str(nid)])
-        return self.get(nid, user_id=uid)
+                    yield from self._write_context_embeddings([uid], [str(nid)])
+
+            yield Transaction(body())
+        return (yield from plan_of(self.get, nid, user_id=uid))
 
     @retry_transient
     @tenant_scoped
-    def delete(self, id: str | uuid.UUID, *, user_id: str | None = None, memory_source: str = "all") -> bool:
+    @operation
+    def delete(
+        self, id: str | uuid.UUID, *, user_id: str | None = None, memory_source: str = "all"
+    ) -> Plan[bool]:
         """Delete a note from both tiers, or one (``memory_source`` ``ltm`` / ``stm``); its
         embeddings and links go with its LTM row; history stays.
 
@@ -517,33 +560,34 @@ class NoteWriter:
         nid = validation.note_id(id)
         uid = validation.optional_scope_id(user_id, "user_id")
         source = validation.memory_source(memory_source)
-        with translate_db_errors(), self.engine.begin() as conn:
+
+        def body() -> Plan[int]:
             # the note that follows it in its session loses it as its context
-            owner = uid or conn.execute(text(sql.ID_OWNER), {"id": nid}).scalar_one_or_none()
+            owner = uid or (yield Query(sql.ID_OWNER, {"id": nid}, "scalar_one_or_none"))
             after = (
-                conn.execute(text(sql.NEXT_IN_SESSION), {"id": nid, "u": owner}).first()
+                (yield Query(sql.NEXT_IN_SESSION, {"id": nid, "u": owner}, "first"))
                 if source != "stm" and owner is not None
                 else None
             )
-            n = conn.execute(
-                text(
-                    "WITH l AS (DELETE FROM cortex.notes WHERE :src IN ('all','ltm') AND id = :id "
-                    "  AND (CAST(:u AS text) IS NULL OR user_id = :u) RETURNING id), "
-                    "s AS (DELETE FROM cortex.stm_notes WHERE :src IN ('all','stm') AND id = :id "
-                    "  AND (CAST(:u AS text) IS NULL OR user_id = :u) RETURNING id) "
-                    "SELECT count(*) FROM (SELECT id FROM l UNION SELECT id FROM s) x"
-                ),
+            n = yield Query(
+                "WITH l AS (DELETE FROM cortex.notes WHERE :src IN ('all','ltm') AND id = :id "
+                "  AND (CAST(:u AS text) IS NULL OR user_id = :u) RETURNING id), "
+                "s AS (DELETE FROM cortex.stm_notes WHERE :src IN ('all','stm') AND id = :id "
+                "  AND (CAST(:u AS text) IS NULL OR user_id = :u) RETURNING id) "
+                "SELECT count(*) FROM (SELECT id FROM l UNION SELECT id FROM s) x",
                 {"id": nid, "u": uid, "src": source},
-            ).scalar_one()
+                "scalar_one",
+            )
             if after is not None:
-                conn.execute(
-                    text(
-                        "DELETE FROM cortex.embeddings WHERE user_id = :u AND note_id = :id AND kind = 'context'"
-                    ),
+                yield Query(
+                    "DELETE FROM cortex.embeddings WHERE user_id = :u AND note_id = :id AND kind = 'context'",
                     {"u": after.user_id, "id": after.id},
+                    "none",
                 )
-                self._write_context_embeddings(conn, [after.user_id], [str(after.id)])
-        return n > 0
+                yield from self._write_context_embeddings([after.user_id], [str(after.id)])
+            return n
+
+        return (yield Transaction(body())) > 0
 
     @retry_transient
     @tenant_scoped
@@ -625,6 +669,11 @@ def check_vectors(embedder: Embedder, vectors: list[list[float]], expected: int)
 
 
 def write_context_embeddings(conn: Connection, embedder: Embedder, users: list[str], ids: list[str]) -> int:
+    """:func:`context_embeddings` on the caller's transaction ``conn``."""
+    return in_transaction(conn, context_embeddings(embedder, users, ids))
+
+
+def context_embeddings(embedder: Embedder, users: list[str], ids: list[str]) -> Plan[int]:
     """Embed the context texts of the notes ``ids`` (user ids ``users``) and of the stored notes
     that follow them, and write them as ``kind = 'context'`` embeddings of ``embedder``'s model
     (see ``sql.CONTEXT_TEXTS``: predecessor's content, a newline, the note's content).
@@ -640,18 +689,16 @@ def write_context_embeddings(conn: Connection, embedder: Embedder, users: list[s
     by_user: dict[str, list[str]] = {}
     for user, nid in zip(users, ids, strict=True):
         by_user.setdefault(user, []).append(str(nid))
-    targets = [
-        t
-        for user, user_ids in sorted(by_user.items())
-        for t in conn.execute(text(sql.CONTEXT_TEXTS), {"user_id": user, "ids": user_ids}).all()
-    ]
+    targets = []
+    for user, user_ids in sorted(by_user.items()):
+        targets += yield Query(sql.CONTEXT_TEXTS, {"user_id": user, "ids": user_ids})
     if not targets:
         return 0
-    vectors = embedder.embed([t.context_text for t in targets])
+    vectors = yield Blocking(embedder.embed, ([t.context_text for t in targets],))
     check_vectors(embedder, vectors, len(targets))
     rows = [
         {"user_id": t.user_id, "id": str(t.id), "session_id": t.session_id, "embedding": vector_literal(v)}
         for t, v in zip(targets, vectors, strict=True)
     ]
-    conn.execute(text(sql.INSERT_CONTEXT_EMBEDDINGS), {"rows": json.dumps(rows), "model": embedder.name})
+    yield Query(sql.INSERT_CONTEXT_EMBEDDINGS, {"rows": json.dumps(rows), "model": embedder.name}, "none")
     return len(rows)

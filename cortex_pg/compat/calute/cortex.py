@@ -37,6 +37,7 @@ from cortex_pg.compat.calute.long_term import LongTermMemory
 from cortex_pg.compat.calute.shelf import Shelf
 from cortex_pg.compat.calute.short_term import ShortTermMemory
 from cortex_pg.compat.calute.user import UserMemory
+from cortex_pg.compat.threaded import threaded
 from cortex_pg.db import embedded
 from cortex_pg.embeddings.base import Embedder
 from cortex_pg.entities import EntityMemory
@@ -349,6 +350,12 @@ class CortexMemory:
 
     def __repr__(self) -> str:
         return f"CortexMemory(user_id={self.user_id!r}, scope={self.scope!r})"
+
+    # asyncio forms (a worker thread each: the call spans several shelves and statements)
+    abuild_context_for_task = threaded(build_context_for_task)
+    asave_task_result = threaded(save_task_result)
+    asave_agent_interaction = threaded(save_agent_interaction)
+    asave_cortex_decision = threaded(save_cortex_decision)
 
 
 def _remove_ephemeral_dir(directory: Path, store: MemoryStore | None) -> None:

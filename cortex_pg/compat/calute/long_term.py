@@ -29,6 +29,7 @@ from cortex_pg.compat.calute import sql
 from cortex_pg.compat.calute.shelf import Shelf, ShelfBacked
 from cortex_pg.compat.calute.short_term import item_metadata
 from cortex_pg.compat.memory_item import MemoryItem, item_from_note
+from cortex_pg.compat.threaded import threaded
 from cortex_pg.errors import ValidationError, translate_db_errors
 from cortex_pg.store import MemoryStore
 from cortex_pg.store.memory_store import facade_store, note_from_row, validation, vector_literal
@@ -263,3 +264,6 @@ class LongTermMemory(ShelfBacked):
 
     def __repr__(self) -> str:
         return f"LongTermMemory(items={len(self)}, max={self.max_items})"
+
+    asave = threaded(save)  # asyncio forms: a worker thread each
+    asearch = threaded(search)

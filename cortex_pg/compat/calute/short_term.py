@@ -14,6 +14,7 @@ from typing import Any
 
 from cortex_pg.compat.calute.shelf import Shelf, ShelfBacked
 from cortex_pg.compat.memory_item import MemoryItem, item_from_note
+from cortex_pg.compat.threaded import threaded
 from cortex_pg.store import MemoryStore
 from cortex_pg.store.memory_store import facade_store, validation
 
@@ -189,3 +190,6 @@ class ShortTermMemory(ShelfBacked):
 
     def __repr__(self) -> str:
         return f"ShortTermMemory(items={len(self)}, max={self.max_items})"
+
+    asave = threaded(save)  # asyncio forms: a worker thread each
+    asearch = threaded(search)

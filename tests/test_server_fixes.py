@@ -1,0 +1,115 @@
+"""Fixes of the HTTP service and its CLI: a repeated query parameter is refused, POST /notes
+says whether the note is new (201) or already stored (200), entity names
+with "/" are addressable, ``keys revoke`` names the key, ``keys list`` shows whole ids, and a
+command run after a crash says the STM loss once."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cortex_pg.cli import app as cli
+from cortex_pg.db import embedded
+from cortex_pg.entities.extract import Extraction, Mention, Relation
+from cortex_pg.entities.repository import EntityStore
+from cortex_pg.server.keys import create_key
+from cortex_pg.store import MemoryStore
+from tests.helpers.server_crash import kill_server
+from tests.helpers.service import app, bearer, client, key_for, owner_engine, rls_store  # noqa: F401
+
+
+@pytest.fixture
+def alice(key_for):  # noqa: F811
+    return bearer(key_for("alice"))
+
+
+def test_a_repeated_query_parameter_is_refused(client, alice):  # noqa: F811
+    r = client.get("/notes?limit=1&limit=2", headers=alice)
+    assert r.status_code == 422
+    error = r.json()["error"]
+    assert error["field"] == "limit" and "2 times" in error["message"]
+    assert client.get("/notes?limit=1", headers=alice).status_code == 200
+
+
+def test_post_notes_new_existing_and_taken_id(client, alice):  # noqa: F811
+    first = client.post("/notes", json={"content": "Alice likes tea", "session_id": "s"}, headers=alice)
+    assert first.status_code == 201
+    again = client.post("/notes", json={"content": "Alice likes tea", "session_id": "s"}, headers=alice)
+    assert again.status_code == 200 and again.json()["id"] == first.json()["id"]
+    assert (
+        "already stored" in client.app.openapi()["paths"]["/notes"]["post"]["responses"]["200"]["description"]
+    )
+    other = client.post("/notes", json={"content": "Alice likes tea", "session_id": "t"}, headers=alice)
+    assert other.status_code == 201 and other.json()["id"] != first.json()["id"]  # another session
+    assert (
+        client.post("/notes", json={"content": "x", "id": str(uuid.uuid4())}, headers=alice).status_code
+        == 422
+    )
+
+
+def test_entity_names_with_a_slash(client, alice, owner_engine):  # noqa: F811
+    note = client.post("/notes", json={"content": "Alice maintains the TCP/IP stack at Acme"}, headers=alice)
+    slashed = "TCP/IP"
+    EntityStore(owner_engine).index_note(
+        "alice",
+        note.json()["id"],
+        "Alice maintains the TCP/IP stack at Acme",
+        Extraction(
+            [Mention("Alice", "person", 0), Mention(slashed, "concept", 20)],
+            [Relation("Alice", "maintains", slashed)],
+        ),
+    )
+    got = client.get(f"/entities/{slashed}", headers=alice)
+    assert got.status_code == 200 and got.json()["name"] == slashed
+    encoded = client.get("/entities/" + slashed.replace("/", "%2F"), headers=alice)
+    assert encoded.status_code == 200 and encoded.json()["name"] == slashed
+    hood = client.get(f"/entities/{slashed}/related", headers=alice)
+    assert hood.status_code == 200 and hood.json()["entity"]["name"] == slashed
+    assert "Alice" in [r["name"] for r in hood.json()["related"]]
+    assert client.get("/entities/No/Such", headers=alice).status_code == 404
+
+
+def test_keys_revoke_names_the_key_and_list_shows_whole_ids(db_url, owner_engine):  # noqa: F811
+    made = create_key(owner_engine, "alice")
+    runner = CliRunner()
+    env = {"DATABASE_URL": db_url, "COLUMNS": "60"}
+    bad = runner.invoke(cli, ["keys", "revoke", "nope"], env=env)
+    assert bad.exit_code == 2 and "not an API key id" in bad.output and "note" not in bad.output
+    listed = runner.invoke(cli, ["keys", "list"], env=env)
+    assert listed.exit_code == 0 and made.info.id in listed.output
+    done = runner.invoke(cli, ["keys", "revoke", made.info.id], env=env)
+    assert done.exit_code == 0 and made.info.id in done.output
+
+
+@pytest.mark.crash
+def test_the_cli_says_an_stm_loss_once():
+    data = Path(tempfile.mkdtemp(prefix="cortex-cli-crash-"))
+    try:
+        url = embedded.start(data)
+        store = MemoryStore.open(url, embedder="hashing", auto_migrate=True)
+        store.add("a short-term thought", user_id="u", session_id="s")
+        store.close()
+        kill_server(data)
+        embedded.start(data)
+        done = subprocess.run(
+            [sys.executable, "-m", "cortex_pg", "--embedder", "hashing", "stats"],
+            env={**os.environ, "DATABASE_URL": url},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr
+        said = re.findall(r"emptied by the database server's crash recovery", done.stdout + done.stderr)
+        assert len(said) == 1, done.stderr
+    finally:
+        embedded.stop(data)
+        shutil.rmtree(data, ignore_errors=True)
