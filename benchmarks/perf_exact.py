@@ -4,9 +4,9 @@
 ``cortex.search_notes`` (``sql/functions/search_notes/v7.sql``) documents, so the benchmark can
 measure how far the database's bounded candidate lists stray from it:
 
-* v = the mean of the query's cosine with the note's text embedding and with its context
-  embedding (the text's cosine when it has none), times the length prior
-  ``least(1, sqrt(dl / LENGTH_PRIOR_LEXEMES))`` (dl: the note's distinct lexemes); vector candidates: the ``pool`` notes whose
+* v = the mean of the query's cosine with the note's text embedding, weighed by the length
+  prior ``w = least(1, sqrt(dl / LENGTH_PRIOR_LEXEMES))`` (dl: the note's distinct lexemes), and
+  with its context embedding (the weighed text cosine when it has none); vector candidates: the ``pool`` notes whose
   text embedding is nearest;
 * s = Okapi BM25 over the query's lexemes (``to_tsvector('english')``, without quotes or
   backslashes, in order of first position, at most 64), k1 = 1.2, b = 0.75,
@@ -37,7 +37,7 @@ from sqlalchemy import text
 
 K1 = 1.2
 B = 0.75
-LENGTH_PRIOR_LEXEMES = 16  # search_notes v7: least(1, sqrt(dl / 16)) weighs the semantic score
+LENGTH_PRIOR_LEXEMES = 24  # search_notes v7: least(1, sqrt(dl / 24)) weighs the text cosine
 RRF_K = 60
 
 _LEXEME = re.compile(r"'((?:[^']|'')*)'(?::([0-9A-D,]+))?")
@@ -64,7 +64,7 @@ WHERE n.user_id = :user_id AND n.merged_into IS NULL
 
 
 def length_prior(dl: float) -> float:
-    """The semantic score's weight for a note of ``dl`` distinct lexemes, in [0, 1]."""
+    """The weight of a note's text cosine for a note of ``dl`` distinct lexemes, in [0, 1]."""
     return min(1.0, math.sqrt(dl / LENGTH_PRIOR_LEXEMES))
 
 
@@ -250,11 +250,11 @@ def exact_hybrid(
             d_ctx[np.isnan(index.contexts).any(axis=1)] = np.nan
         else:
             d_ctx = np.full(len(d_text), np.nan)
-        d_ctx = np.where(np.isnan(d_ctx), d_text, d_ctx)
         nearest = sorted(range(index.n), key=lambda r: (d_text[r], index.ids[r]))[:pool]
-        v_all = {
-            r: length_prior(index.dl[r]) * ((1 - d_text[r]) + (1 - d_ctx[r])) / 2 for r in range(index.n)
-        }
+        v_all = {}
+        for r in range(index.n):
+            text_cos = length_prior(index.dl[r]) * (1 - d_text[r])
+            v_all[r] = (text_cos + (text_cos if np.isnan(d_ctx[r]) else 1 - d_ctx[r])) / 2
     score, _cov = bm25_scores(index, terms) if terms else ({}, {})
     pool_rows = set(nearest if vector_on else []) | set(score)
     if not pool_rows:

@@ -37,7 +37,7 @@ def test_a_heading_alone_does_not_outrank_the_section_it_names(minilm, db_url) -
 def test_the_semantic_score_of_a_short_note_is_weighed_by_its_distinct_lexemes(store) -> None:  # noqa: ANN001
     # separate sessions: neither note has a predecessor, so no context embedding
     [short_id] = store.add_many([{"content": "garden tools", "session_id": "a"}], user_id="u", to_stm=False)
-    long_text = " ".join(f"word{i}" for i in range(20)) + " garden tools"
+    long_text = " ".join(f"word{i}" for i in range(20)) + " garden tools"  # 22 lexemes
     [long_id] = store.add_many([{"content": long_text, "session_id": "b"}], user_id="u", to_stm=False)
     query_vec = store.embedder.embed(["garden tools"])[0]
     got = {str(r.note.id): r for r in store.search("garden tools", user_id="u", limit=5, touch=False)}
@@ -51,11 +51,14 @@ def test_the_semantic_score_of_a_short_note_is_weighed_by_its_distinct_lexemes(s
                 {"q": "[" + ",".join(map(str, query_vec)) + "]"},
             ).all()
         )
-    # "garden tools": 2 distinct lexemes -> sqrt(2 / 16); the long note has 22 -> weight 1
+    # no context embedding: v = the weighed text cosine; "garden tools": 2 distinct lexemes ->
+    # sqrt(2 / 24); the long note has 22 -> sqrt(22 / 24)
     assert got[str(short_id)].semantic_score == pytest.approx(
-        cosines[str(short_id)] * math.sqrt(2 / 16), rel=1e-5
+        cosines[str(short_id)] * math.sqrt(2 / 24), rel=1e-5
     )
-    assert got[str(long_id)].semantic_score == pytest.approx(cosines[str(long_id)], rel=1e-5)
+    assert got[str(long_id)].semantic_score == pytest.approx(
+        cosines[str(long_id)] * math.sqrt(22 / 24), rel=1e-5
+    )
 
 
 def test_a_long_notes_windows_take_one_place_in_the_vector_pool(db_url) -> None:  # noqa: ANN001

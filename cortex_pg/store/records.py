@@ -52,9 +52,10 @@ class SearchResult:
         relevance_score: normalised-score fusion of the vector and BM25 scores, smoothed with the
             note's session neighbours (``search_notes`` v5 and later), in [0, 1].
         semantic_score: the mean of the query's cosine with the note's text embedding (its best
-            window) and with its context embedding (the text's cosine when it has none), times
-            the length prior ``min(1, sqrt(dl / 16))`` for a note of ``dl`` distinct lexemes
-            (``search_notes`` v7), in [-1, 1] (None when searching without an embedding).
+            window) weighed by the length prior ``min(1, sqrt(dl / 24))`` for a note of ``dl``
+            distinct lexemes, and with its context embedding (the weighed text cosine when it
+            has none) (``search_notes`` v7), in [-1, 1] (None when searching without an
+            embedding).
         distance: ``1 - semantic_score``, in [0, 2].
         text_score: Okapi BM25 score of the note for the query (0 when no term matched).
         recency_score: ``exp(-age_days / 7)`` in (0, 1], age measured from ``now``.
