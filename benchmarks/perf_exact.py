@@ -6,7 +6,7 @@ measure how far the database's bounded candidate lists stray from it:
 
 * v = the mean of the query's cosine with the note's text embedding, weighed by the length
   prior ``w = least(1, sqrt(dl / LENGTH_PRIOR_LEXEMES))`` (dl: the note's distinct lexemes), and
-  with its context embedding (the weighed text cosine when it has none); vector candidates: the ``pool`` notes whose
+  with its context embedding (the text's cosine, unweighed, when it has none); vector candidates: the ``pool`` notes whose
   text embedding is nearest;
 * s = Okapi BM25 over the query's lexemes (``to_tsvector('english')``, without quotes or
   backslashes, in order of first position, at most 64), k1 = 1.2, b = 0.75,
@@ -254,7 +254,8 @@ def exact_hybrid(
         v_all = {}
         for r in range(index.n):
             text_cos = length_prior(index.dl[r]) * (1 - d_text[r])
-            v_all[r] = (text_cos + (text_cos if np.isnan(d_ctx[r]) else 1 - d_ctx[r])) / 2
+            context_cos = 1 - (d_text[r] if np.isnan(d_ctx[r]) else d_ctx[r])
+            v_all[r] = (text_cos + context_cos) / 2
     score, _cov = bm25_scores(index, terms) if terms else ({}, {})
     pool_rows = set(nearest if vector_on else []) | set(score)
     if not pool_rows:

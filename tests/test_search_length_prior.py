@@ -51,13 +51,13 @@ def test_the_semantic_score_of_a_short_note_is_weighed_by_its_distinct_lexemes(s
                 {"q": "[" + ",".join(map(str, query_vec)) + "]"},
             ).all()
         )
-    # no context embedding: v = the weighed text cosine; "garden tools": 2 distinct lexemes ->
-    # sqrt(2 / 24); the long note has 22 -> sqrt(22 / 24)
+    # no context embedding: the text's cosine stands in for it, v = (w + 1) / 2 * cos;
+    # "garden tools": 2 distinct lexemes -> w = sqrt(2 / 24); the long note has 22
     assert got[str(short_id)].semantic_score == pytest.approx(
-        cosines[str(short_id)] * math.sqrt(2 / 24), rel=1e-5
+        cosines[str(short_id)] * (math.sqrt(2 / 24) + 1) / 2, rel=1e-5
     )
     assert got[str(long_id)].semantic_score == pytest.approx(
-        cosines[str(long_id)] * math.sqrt(22 / 24), rel=1e-5
+        cosines[str(long_id)] * (math.sqrt(22 / 24) + 1) / 2, rel=1e-5
     )
 
 
@@ -65,13 +65,13 @@ def test_a_long_notes_windows_take_one_place_in_the_vector_pool(db_url) -> None:
     store = MemoryStore.open(db_url, embedder=HashingEmbedder(window_chars=200), auto_migrate=False)
     try:
         phrase = "tomatoes beans courgettes compost seeds garden harvest "
-        long_id = store.add(phrase * 120, user_id="u", session_id="long", to_stm=False)  # ~40 windows
+        long_id = store.add(phrase * 400, user_id="u", session_id="long", to_stm=False)  # ~130 windows
         with store.engine.connect() as conn:
             windows = conn.execute(
                 text("SELECT count(*) FROM cortex.embeddings WHERE note_id = :i AND kind = 'text'"),
                 {"i": long_id},
             ).scalar_one()
-        assert windows > 30
+        assert windows > 100  # more than several pools' worth of rows
         others = [
             store.add(f"{phrase} note {i}", user_id="u", session_id=f"s{i}", to_stm=False) for i in range(15)
         ]

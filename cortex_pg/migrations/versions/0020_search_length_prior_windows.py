@@ -1,12 +1,12 @@
-"""search_notes v7 (length prior, one pool place per long note); index steps take a flag
+"""search_notes v7 (length prior on the text cosine, one pool place per long note); index steps take a flag
 
-``search_notes`` v7 multiplies a note's semantic score by least(1, sqrt(dl / 16)), dl being
-its distinct lexemes, and reads 3 * pool vector rows for a tenant that has long notes (several
-text windows per note), so one note's windows do not crowd the pool. ``ix_embeddings_windows``
-holds the later windows (``window_no > 0``) only: the search asks it whether a tenant has any.
-``cortex.embedding_index_steps`` takes ``p_concurrently`` (default true);
-``cortex.build_embedding_index`` runs the steps without CONCURRENTLY through it instead of
-rewriting their text (``register_embedding_model/v4.sql``).
+``search_notes`` v7 multiplies the query's cosine with a note's own text by
+least(1, sqrt(dl / 24)), dl being the note's distinct lexemes, and scans window 0 of every note
+and, for a tenant that has long notes, their later windows separately, so one note's windows
+do not crowd the pool. ``ix_embeddings_windows`` holds the later windows (``window_no > 0``)
+only: the search asks it whether a tenant has any. ``cortex.embedding_index_steps`` takes
+``p_concurrently`` (default true); ``cortex.build_embedding_index`` runs the steps without
+CONCURRENTLY through it instead of rewriting their text (``register_embedding_model/v4.sql``).
 
 Revision ID: 0020
 Revises: 0019

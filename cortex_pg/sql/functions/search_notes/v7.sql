@@ -10,14 +10,17 @@
 -- w = least(1, sqrt(dl / 24)), so a heading, a title or a two-word reply no longer wins a query
 -- by the accident of being short (a short text's embedding sits near many queries). The
 -- context embedding (the note read after its predecessor) holds more text and is not weighed;
--- where it is missing, the weighed text cosine stands in for it. On LoCoMo dev (short chat
+-- where it is missing (a session's first note), the text's own cosine stands in for it, as in
+-- v6 (weighing the stand-in too gave the same recall, but ranked a first note below its
+-- successor whenever the successor's context repeats it). On LoCoMo dev (short chat
 -- turns) R@5 / R@10 were 65.4 / 75.7 without the prior, and with it for d0 = 8, 12, 16, 24,
 -- 32: 65.6 / 76.0, 65.7 / 76.9, 66.3 / 77.2, 67.1 / 77.2, 67.6 / 77.1 (flat from 16 to 32);
 -- at 24 every category is at or above its v6 figure at R@5 and R@10. Weighing the whole
 -- mean instead (text and context alike) gained less: 67.2 / 76.2 at d0 = 16.
 -- A note whose text embedding is split into windows (a long note: window_no 0..n-1, all of
 -- kind 'text') takes one place in the vector pool however many of its windows are near the
--- query: the vector ranker reads up to 3 * pool rows when the tenant has such notes.
+-- query: the vector ranker scans window 0 of every note (pool rows) and, when the tenant has
+-- long notes, their later windows (pool rows more), then keeps each note's best.
 --
 -- v6 (Alembic 0013) looks up each candidate's session neighbours once (previous and next note)
 -- and takes both the expansion and the smoothing from that one lookup (v5 looked them up twice
@@ -61,7 +64,7 @@
 --            same statistics.
 -- Entity:  as v3 (p_query_entities, p_entity_weight, p_expand_entities).
 -- Signals of every candidate (full-text, vector, STM or entity): v = (w * cos(q, text) +
---            cos(q, context)) / 2, w * cos(q, text) standing in for a missing context, with
+--            cos(q, context)) / 2, cos(q, text) standing in for a missing context, with
 --            w = least(1, sqrt(dl / 24)) since v7 (dl: the note's distinct lexemes; 1 before)
 --            (semantic_score); s = BM25, 0 without a query term (text_score).
 -- Fusion: rel = (0.5 * minmax(v) + 0.5 * minmax(s) + w_e * entity coverage) / (weights of
@@ -172,22 +175,33 @@ BEGIN
         ),
 $q$, v_window_n, p_filter_n, p_model);
     END IF;
+    -- a note's window 0 (every note has one) and, when the tenant has long notes, the later
+    -- windows, each scan up to pool rows: the first alone gives pool distinct notes however
+    -- many windows a long note has near the query; the second finds long notes by any window
     v_vec_ltm := format($q$
             SELECT e.note_id AS id, (e.embedding::%1$s <=> $2::%1$s)::float8 AS dist
             FROM cortex.embeddings e
             JOIN cortex.notes n ON n.user_id = e.user_id AND n.id = e.note_id
             WHERE $2::vector IS NOT NULL
-              AND e.model = %2$L AND e.kind = 'text' AND e.user_id = $1 AND ($9::text IS NULL OR e.session_id = $9)
+              AND e.model = %2$L AND e.kind = 'text' AND e.window_no = 0
+              AND e.user_id = $1 AND ($9::text IS NULL OR e.session_id = $9)
               AND $10 IN ('all', 'ltm') AND n.merged_into IS NULL
               AND %3$s AND %4$s
             ORDER BY e.embedding::%1$s <=> $2::%1$s
-            -- a long note's windows can take several of the nearest rows: with such notes
-            -- (ix_embeddings_windows holds their later windows only) read 3 * pool rows, so
-            -- the pool still fills with distinct notes
-            LIMIT $11 * CASE WHEN EXISTS (
-                SELECT 1 FROM cortex.embeddings w
-                WHERE w.user_id = $1 AND w.model = %2$L AND w.window_no > 0) THEN 3 ELSE 1 END$q$,
-            v_cast, p_model, v_window_n, p_filter_n);
+            LIMIT $11
+            ) UNION ALL (
+            SELECT e.note_id AS id, (e.embedding::%1$s <=> $2::%1$s)::float8 AS dist
+            FROM cortex.embeddings e
+            JOIN cortex.notes n ON n.user_id = e.user_id AND n.id = e.note_id
+            WHERE $2::vector IS NOT NULL
+              AND EXISTS (SELECT 1 FROM cortex.embeddings w   -- ix_embeddings_windows
+                          WHERE w.user_id = $1 AND w.model = %2$L AND w.window_no > 0)
+              AND e.model = %2$L AND e.kind = 'text' AND e.window_no > 0
+              AND e.user_id = $1 AND ($9::text IS NULL OR e.session_id = $9)
+              AND $10 IN ('all', 'ltm') AND n.merged_into IS NULL
+              AND %3$s AND %4$s
+            ORDER BY e.embedding::%1$s <=> $2::%1$s
+            LIMIT $11$q$, v_cast, p_model, v_window_n, p_filter_n);
     v_vec_stm := format($q$
             SELECT s.id, (s.embedding <=> $2) AS dist
             FROM cortex.stm_notes s
@@ -217,19 +231,19 @@ $q$, v_window_n, p_filter_n, p_model);
             LIMIT $11$q$, p_filter_n, v_window_n);
     -- the two signals of a set of notes (CTE %1$s with column id): v = mean of the query's
     -- cosine with the note's text (best window) weighed by the length prior w, and with its
-    -- context embedding (the weighed text cosine when it has none; the STM copy's, weighed,
-    -- for an STM-only note); w = least(1, sqrt(dl / 24)), dl = the note's distinct lexemes;
-    -- s = BM25 (0: no term)
+    -- context embedding (the text's cosine when it has none; the STM copy's embedding as the
+    -- text and the context of an STM-only note); w = least(1, sqrt(dl / 24)), dl = the note's
+    -- distinct lexemes; s = BM25 (0: no term)
     v_signals := $q$
         %1$s_signals AS MATERIALIZED (
             SELECT x.id,
                    CASE WHEN $2::vector IS NULL THEN NULL ELSE coalesce(
                        (SELECT (lp.w * (1 - min(e.embedding <=> $2) FILTER (WHERE e.kind = 'text'))
-                                + coalesce(1 - min(e.embedding <=> $2) FILTER (WHERE e.kind = 'context'),
-                                           lp.w * (1 - min(e.embedding <=> $2) FILTER (WHERE e.kind = 'text')))) / 2
+                                + (1 - coalesce(min(e.embedding <=> $2) FILTER (WHERE e.kind = 'context'),
+                                                min(e.embedding <=> $2) FILTER (WHERE e.kind = 'text')))) / 2
                         FROM cortex.embeddings e
                         WHERE e.user_id = $1 AND e.note_id = x.id AND e.model = %2$L AND $10 IN ('all', 'ltm')),
-                       (SELECT lp.w * (1 - (s.embedding <=> $2)) FROM cortex.stm_notes s
+                       (SELECT (1 + lp.w) / 2 * (1 - (s.embedding <=> $2)) FROM cortex.stm_notes s
                         WHERE s.user_id = $1 AND s.id = x.id AND s.model = %2$L)) END::float8 AS v,
                    coalesce((SELECT sum(q.idf * h.tf * (1.2 + 1) / (h.tf + 1.2 * (1 - 0.75 + 0.75 * h.dl / $19)))
                              FROM (SELECT p.lexeme, p.tf::float8 AS tf, p.dl::float8 AS dl
