@@ -1,6 +1,6 @@
 """search_notes v7 (length prior, one pool place per long note); index steps take a flag
 
-``search_notes`` v7 multiplies a note's semantic score by least(1, sqrt(dl / 16)), dl being
+``search_notes`` v7 multiplies the cosine of a note's text by least(1, sqrt(dl / 24)), dl being
 its distinct lexemes, and reads 3 * pool vector rows for a tenant that has long notes (several
 text windows per note), so one note's windows do not crowd the pool. ``ix_embeddings_windows``
 holds the later windows (``window_no > 0``) only: the search asks it whether a tenant has any.
