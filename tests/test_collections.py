@@ -209,6 +209,25 @@ def test_offline_categories_keyword_path_and_nearest_collection(db_url, monkeypa
         system.shutdown()
 
 
+def test_offline_category_takes_the_deepest_of_equally_near_collections(db_url, monkeypatch):
+    """A prefix whose notes all lie in one child category ("hobbies" over "hobbies.cars") is a
+    collection with the child's members and centroid; a note near both joins the child."""
+    from cortex_pg import AgenticMemorySystem
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    system = AgenticMemorySystem(
+        database_url=db_url, embedder=HashingEmbedder(), enable_background_processing=False
+    )
+    try:
+        for i in range(10):
+            system.add_note(f"car tyres brakes engine oil {i}", user_id="k", category="hobbies.cars")
+        assert collections(system.store, "k") == {"hobbies": 10, "hobbies.cars": 10}
+        near = system.add_note("car tyres brakes engine oil", user_id="k", keywords=["zzz"])
+        assert system.read(near).category == "hobbies.cars"
+    finally:
+        system.shutdown()
+
+
 DOOMED = """
 import sys, time
 from pathlib import Path

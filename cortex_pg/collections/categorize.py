@@ -2,7 +2,8 @@
 
 In order: the LLM's suggestion when it follows the rule (:func:`rules.clean_llm_category`);
 else the nearest collection, when the cosine of the note's text embedding with that
-collection's centroid is >= 0.5 (:data:`rules.CATEGORY_MIN_SIMILARITY`); else a path built
+collection's centroid is >= 0.5 (:data:`rules.CATEGORY_MIN_SIMILARITY`; the deepest of equally
+near collections); else a path built
 from the note's keywords (:func:`rules.keyword_path`: the slugs of its first two keywords).
 """
 

@@ -31,14 +31,16 @@ ORDER BY c.centroid <=> CAST(:embedding AS vector), c.path
 LIMIT :limit
 """
 
-# The collection nearest a stored note (its text embedding, first window).
+# The collection nearest a stored note (its text embedding, first window). Collections as near
+# as each other (to 1e-6: a prefix with a single child category has the child's members, hence
+# its centroid) go to the deepest path, so a note joins "work.programming", not "work".
 NEAREST_TO_NOTE = """
 SELECT c.path, 1 - (c.centroid <=> e.embedding) AS similarity
 FROM cortex.embeddings e
 JOIN cortex.collections c ON c.user_id = e.user_id AND c.model = e.model AND c.centroid IS NOT NULL
 WHERE e.user_id = :user_id AND e.note_id = CAST(:note_id AS uuid) AND e.model = :model
   AND e.kind = 'text' AND e.window_no = 0
-ORDER BY c.centroid <=> e.embedding, c.path
+ORDER BY round((c.centroid <=> e.embedding)::numeric, 6), cardinality(string_to_array(c.path, '.')) DESC, c.path
 LIMIT 1
 """
 
