@@ -16,9 +16,11 @@ from sqlalchemy import text
 
 from cortex_pg import ValidationError
 from cortex_pg.collections import keyword_path, list_collections
+from cortex_pg.collections.repository import discover
 from cortex_pg.embeddings import HashingEmbedder
 from cortex_pg.evolution import Worker
 from cortex_pg.store import MemoryStore
+from cortex_pg.store.rows import vector_literal
 from tests.helpers.mixed_corpus import CORPUS, WORK, WORKOUT
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,6 +97,23 @@ def test_collections_appear_at_the_threshold_and_not_before(store):
     # an 11th note does not refresh at once (grown < 1.5x and < +25, and under an hour)
     store.add("Car note number 10: oil", user_id="t", category="hobbies.cars")
     assert run_jobs(store) == 0
+
+
+def test_discovery_skips_a_collection_that_holds_the_same_notes_as_its_descendant(store):
+    for i in range(10):
+        store.add(f"Car note number {i}: oil, tyres and brakes", user_id="d", category="hobbies.cars")
+    run_jobs(store)
+    assert collections(store, "d") == {"hobbies": 10, "hobbies.cars": 10}
+    [vector] = store._query_vectors(["oil and tyres for my car"])
+    with store.engine.connect() as conn:
+        hits = discover(conn, "d", store.embedder.name, vector_literal(vector), min_similarity=-1.0, limit=4)
+    assert [h.path for h in hits] == ["hobbies.cars"]  # "hobbies" holds the same 10 notes
+    with store.engine.connect() as conn:  # a parent with notes of its own: a wider set
+        conn.execute(
+            text("UPDATE cortex.collections SET memory_count = 11 WHERE user_id = 'd' AND path = 'hobbies'")
+        )
+        hits = discover(conn, "d", store.embedder.name, vector_literal(vector), min_similarity=-1.0, limit=4)
+    assert sorted(h.path for h in hits) == ["hobbies", "hobbies.cars"]
 
 
 def test_anti_fragmentation_rule(store):

@@ -21,12 +21,19 @@ ORDER BY note_count DESC, path LIMIT :limit
 """
 
 # The user's collections nearest a query vector, best first (cosine = 1 - pgvector's <=>).
+# A collection with a descendant of the same count holds the same notes (a descendant's notes
+# are among its ancestor's): only the deepest of them is discovered, so the discovery's places
+# and searches go to distinct sets of notes.
 DISCOVER = """
 SELECT c.path, c.description, c.query_helper, c.memory_count,
        1 - (c.centroid <=> CAST(:embedding AS vector)) AS similarity
 FROM cortex.collections c
 WHERE c.user_id = :user_id AND c.model = :model AND c.centroid IS NOT NULL
   AND 1 - (c.centroid <=> CAST(:embedding AS vector)) >= :min_similarity
+  AND NOT EXISTS (
+      SELECT 1 FROM cortex.collections d
+      WHERE d.user_id = c.user_id AND d.model = c.model AND d.centroid IS NOT NULL
+        AND left(d.path, length(c.path) + 1) = c.path || '.' AND d.memory_count = c.memory_count)
 ORDER BY c.centroid <=> CAST(:embedding AS vector), c.path
 LIMIT :limit
 """
