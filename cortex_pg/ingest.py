@@ -42,14 +42,15 @@ def text_items(
 ) -> list[dict[str, Any]]:
     """One item per chunk of a UTF-8 text or Markdown file (:func:`~cortex_pg.documents.chunk_text`
     with ``size`` and ``overlap`` characters); a chunk under Markdown headings carries their
-    path as ``context``. The same file gives the same items (so storing it again stores nothing).
+    path as ``context``. The same file gives the same items (so storing it again stores nothing);
+    a leading byte-order mark is not part of the text.
 
     Raises:
         ValidationError: the file is not UTF-8 text (field ``path``), or ``size`` / ``overlap``
             is out of range (see ``chunk_text``).
     """
     try:
-        body = path.read_text(encoding="utf-8")
+        body = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ValidationError("path", f"{path} is not UTF-8 text: {exc}") from None
     return [
@@ -81,9 +82,10 @@ class LocomoConversation:
 
 
 def read_locomo(path: Path) -> Iterator[LocomoConversation]:
-    """Conversations of a LoCoMo JSON file (a list of samples), in file order."""
+    """Conversations of a LoCoMo JSON file (a list of samples, UTF-8 with or without a
+    byte-order mark), in file order."""
     try:
-        samples = json.loads(path.read_text(encoding="utf-8"))
+        samples = json.loads(path.read_text(encoding="utf-8-sig"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ValidationError("path", f"{path} is not JSON: {exc}") from None
     if not isinstance(samples, list):

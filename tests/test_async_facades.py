@@ -86,3 +86,32 @@ def test_calute_async_context_and_shelves(db_url: str) -> None:
         assert found and found[0].content == "Sales increased 15% this quarter"
     finally:
         memory.close()
+
+
+def test_concurrent_inline_adds_of_one_session_all_get_processed(ams: AgenticMemorySystem) -> None:  # noqa: F811
+    """Inline processing (enable_background_processing=False) of notes added concurrently to one
+    session: evolution jobs that lose a deadlock to each other are run again at once, so every
+    job is done when its add_note returns (no job left queued for a worker that never comes)."""
+    from sqlalchemy import text
+
+    async def main() -> tuple[list[str], list[tuple[str, str | None]]]:
+        adds = [
+            ams.aadd_note(
+                f"The user likes green tea with honey, variant {i % 8}.", user_id="inline", session_id="s"
+            )
+            for i in range(40)
+        ]
+        ids = await asyncio.gather(*adds)
+        with ams.store.engine.connect() as conn:
+            jobs = conn.execute(
+                text(
+                    "SELECT status, error FROM cortex.evolution_jobs WHERE user_id = 'inline' AND kind = 'evolve'"
+                )
+            ).all()
+        await ams.ashutdown()
+        return list(ids), [(j.status, j.error) for j in jobs]
+
+    ids, jobs = asyncio.run(main())
+    # one job per note stored (a text merged away by evolution is stored again when re-added)
+    assert 8 <= len(set(ids)) == len(jobs)
+    assert [j for j in jobs if j[0] != "done"] == []

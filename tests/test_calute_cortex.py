@@ -360,3 +360,15 @@ def test_known_entities_skip_sentence_initial_common_words(cm):
     assert "Later" not in known and "Plan" not in known
     assert cm.entity_memory.get_entity_info("Later") == {"mentions": [], "relationships": []}
     assert cm.entity_memory.get_entity_info("Plan") == {"mentions": [], "relationships": []}
+
+
+def test_build_context_for_task_names_max_items_when_it_is_wrong(cm):
+    from cortex_pg import ValidationError
+
+    cm.save_task_result("Analyze sales data", "Sales increased 15% this quarter", agent_role="Analyst")
+    for task in ("Analyze sales data", ""):
+        for bad in (0, -1, True, 2.5):
+            with pytest.raises(ValidationError) as err:
+                cm.build_context_for_task(task, max_items=bad)
+            assert err.value.field == "max_items"
+    assert "Sales increased" in cm.build_context_for_task("Analyze sales data", max_items=1)

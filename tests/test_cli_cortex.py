@@ -194,3 +194,22 @@ def test_import_keeps_links_importance_and_is_validated_first(db_url, tmp_path):
     )
     assert r.exit_code == 2
     store.close()
+
+
+def test_files_with_a_byte_order_mark_are_read_as_without_it(db_url, tmp_path):
+    runner = CliRunner()
+    env = {"DATABASE_URL": db_url}
+    src = tmp_path / "guide.md"
+    src.write_text("# Field guide\n\n" + TEXT, encoding="utf-8-sig")
+    queries = tmp_path / "queries.json"
+    queries.write_text(json.dumps(["Who is Lyra Drake?"]), encoding="utf-8-sig")
+    out = tmp_path / "run"
+    base = ["--embedder", "hashing", "cortex", "--user-id", "bom", "--session-id", "s1"]
+    args = [*base, "--input-file", str(src), "--queries-file", str(queries), "--output-dir", str(out)]
+    r = runner.invoke(app, args, env=env)
+    assert r.exit_code == 0, r.output
+    ltm = json.loads((out / "ltm_memories.json").read_text())
+    first = min(ltm, key=lambda m: m["content"].find("Lyra Drake") < 0)
+    assert first["content"].startswith("# Field guide") and first["context"] == "Field guide"
+    assert not any("\ufeff" in m["content"] for m in ltm)
+    assert list(json.loads((out / "full_query_results.json").read_text())) == ["Who is Lyra Drake?"]

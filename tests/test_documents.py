@@ -190,3 +190,29 @@ def test_ingesting_the_same_document_twice_stores_nothing_new(store, tmp_path):
     again = store.add_many(text_items(f, size=400), user_id="g", session_id="doc")
     assert first == again
     assert store.stats(user_id="g")["ltm_notes"] == len({i["content"] for i in items})  # one per text
+
+
+def test_a_byte_order_mark_is_not_part_of_the_document(store, tmp_path):
+    """A file saved with a UTF-8 byte-order mark (as some editors do) gives the chunks, heading
+    paths and notes of the same file without it."""
+    from cortex_pg.ingest import read_locomo, text_items
+
+    plain, marked = tmp_path / "plain.md", tmp_path / "marked.md"
+    plain.write_text(GUIDE, encoding="utf-8")
+    marked.write_text(GUIDE, encoding="utf-8-sig")
+    assert marked.read_bytes().startswith(b"\xef\xbb\xbf")
+    items = text_items(marked, size=400)
+    assert items == text_items(plain, size=400)
+    assert items[0]["context"] == "Guide" and not items[0]["content"].startswith("\ufeff")
+    first = store.add_many(items, user_id="bom", session_id="doc")
+    assert store.add_many(text_items(plain, size=400), user_id="bom", session_id="doc") == first
+    assert store.get(first[0], user_id="bom").context == "Guide"
+
+    conversation = tmp_path / "conversation.json"
+    conversation.write_text(
+        '[{"sample_id": "c1", "conversation": {"speaker_a": "A", "speaker_b": "B", '
+        '"session_1_date_time": "1:56 pm on 8 May, 2023", '
+        '"session_1": [{"speaker": "A", "dia_id": "D1:1", "text": "Hello there"}]}}]',
+        encoding="utf-8-sig",
+    )
+    assert [c.sample_id for c in read_locomo(conversation)] == ["c1"]

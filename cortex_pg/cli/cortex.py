@@ -122,7 +122,7 @@ def register(app: typer.Typer) -> None:
                     console.print(f"imported {n} {what}")
                 if input_file and not skip_storage and not (stm_json and ltm_json):
                     try:
-                        chunks = split_chunks(input_file.read_text(encoding="utf-8"))
+                        chunks = split_chunks(input_file.read_text(encoding="utf-8-sig"))
                     except UnicodeDecodeError as exc:
                         raise ValidationError(str(input_file), f"not UTF-8 text: {exc}") from None
                     for chunk in chunks:
@@ -188,7 +188,7 @@ def _read_json(path: Path) -> Any:
     from cortex_pg.errors import ValidationError
 
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8-sig"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValidationError(str(path), f"cannot read JSON: {exc}") from None
 

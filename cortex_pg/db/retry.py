@@ -28,6 +28,7 @@ BASE_DELAY = 0.01  # seconds; attempt k waits BASE_DELAY * 2**k * uniform(0.5, 1
 MAX_DELAY = 1.0
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,25 @@ def aretry_transient(fn: F) -> F:
             _active.reset(token)
 
     return wrapper  # type: ignore[return-value]
+
+
+def call_retrying(fn: Callable[..., T], *args: Any) -> T:
+    """Call ``fn(*args)`` (a complete transaction of its own) and run it again on a transient error,
+    as :func:`retry_transient` does, also inside a wrapped call: for a transaction that is not
+    part of the caller's (a job an ``add_note`` runs inline after its own commit).
+
+    Raises:
+        DatabaseError: the last attempt's error, or any non-transient error at once.
+    """
+    for attempt in range(ATTEMPTS):
+        try:
+            return fn(*args)
+        except DatabaseError as exc:
+            delay = _retry_delay(fn, exc, attempt)
+            if delay is None:
+                raise
+            time.sleep(delay)
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _retry_delay(fn: Callable[..., Any], exc: DatabaseError, attempt: int) -> float | None:

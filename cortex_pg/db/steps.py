@@ -7,7 +7,9 @@ A store operation is a *plan*: a generator that yields steps and receives their 
   ``"mapping_one"``, ``"scalar"``, ``"scalar_one"``, ``"scalar_one_or_none"``, ``"scalars"``
   or ``"none"``);
 * :class:`Blocking` — call a blocking function (the embedder); the async driver runs it in a
-  thread (``asyncio.to_thread``) so the event loop is never blocked;
+  thread (``asyncio.to_thread``) so the event loop is never blocked; inside a transaction, in
+  a pool of its own (:data:`TRANSACTION_THREADS`), so an open transaction, which may hold
+  locks, never waits for a thread behind blocking work that waits for those locks;
 * :class:`WithConnection` — call ``fn(conn)`` with a synchronous SQLAlchemy ``Connection`` on
   the current transaction (helpers written for one, such as ``links.write_links``); the async
   driver uses ``AsyncConnection.run_sync``, whose database I/O is still asynchronous;
@@ -25,8 +27,12 @@ only execute. :func:`operation` turns a plan method into the synchronous method 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import inspect
+import os
 from collections.abc import Callable, Generator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import wraps
 from typing import Any, TypeVar
@@ -141,6 +147,15 @@ def in_transaction(conn: Connection, plan: Plan[T]) -> T:
     return run(conn.engine, plan, conn)
 
 
+#: threads of :func:`arun`'s blocking steps inside a transaction (the embedding of the notes it
+#: writes): apart from the event loop's default pool, which also runs blocking work done outside
+#: any transaction (a facade's inline processing) that may wait for the locks such a transaction
+#: holds; sharing one pool, concurrent writers of one session could each wait for the other.
+TRANSACTION_THREADS = ThreadPoolExecutor(
+    max_workers=min(32, (os.cpu_count() or 1) + 4), thread_name_prefix="cortex-pg-transaction"
+)
+
+
 async def arun(engine: AsyncEngine, plan: Plan[T], conn: AsyncConnection | None = None) -> T:
     """Drive ``plan`` on the event loop: SQL on ``engine``'s async connections, blocking calls
     in a worker thread. Same contract as :func:`run`."""
@@ -153,8 +168,11 @@ async def arun(engine: AsyncEngine, plan: Plan[T], conn: AsyncConnection | None 
             return stop.value
         reply, error = None, None
         try:
-            if isinstance(step, Blocking):
+            if isinstance(step, Blocking) and conn is None:
                 reply = await asyncio.to_thread(step.fn, *step.args)
+            elif isinstance(step, Blocking):
+                call = functools.partial(contextvars.copy_context().run, step.fn, *step.args)
+                reply = await asyncio.get_running_loop().run_in_executor(TRANSACTION_THREADS, call)
             elif isinstance(step, Transaction):
                 _check_outside(conn)
                 with translate_db_errors():

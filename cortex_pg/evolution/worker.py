@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cortex_pg.collections.refresh import Describer, refresh_collection
+from cortex_pg.db.retry import call_retrying
 from cortex_pg.errors import translate_db_errors
 from cortex_pg.evolution.decide import Decider, heuristic_decider
 from cortex_pg.evolution.evolve import DEFAULT_K, evolve_note
@@ -147,12 +148,7 @@ class Worker:
         try:
             if self.preprocess is not None:
                 self.preprocess(job)
-            with translate_db_errors(), self.store.engine.begin() as conn:
-                result = self._handle(conn, job)
-                if self.before_commit is not None:
-                    self.before_commit(job)
-                if not queue.finish(conn, job, result):
-                    raise LeaseLost(f"job {job.id} was taken over after the lock timeout")
+            call_retrying(self._commit, job)
         except LeaseLost as exc:
             log.warning("%s", exc)
             self._count("lost")
@@ -165,6 +161,20 @@ class Worker:
             self._count("failed" if status == "failed" else "retried" if status else "lost")
             return
         self._count("done")
+
+    def _commit(self, job: queue.Job) -> None:
+        """Handle ``job`` and record its result, in one transaction (run again by ``_run`` when
+        it lost a deadlock to a concurrent writer of the session: it left nothing behind).
+
+        Raises:
+            LeaseLost: another worker took the job over after the lock timeout.
+        """
+        with translate_db_errors(), self.store.engine.begin() as conn:
+            result = self._handle(conn, job)
+            if self.before_commit is not None:
+                self.before_commit(job)
+            if not queue.finish(conn, job, result):
+                raise LeaseLost(f"job {job.id} was taken over after the lock timeout")
 
     def _handle(self, conn: Any, job: queue.Job) -> dict[str, Any]:
         if job.kind == queue.COLLECTION_KIND and job.collection_path is not None:

@@ -185,7 +185,11 @@ class CortexMemory:
           characters.
 
         Lines are ``"  • <text>"``, joined by ``"\\n"``. Returns ``""`` when there is nothing.
+
+        Raises:
+            ValidationError: ``max_items`` is not a positive integer (field ``max_items``).
         """
+        max_items = validation.limit(max_items, "max_items")
         parts: list[str] = []
         if additional_context:
             parts.append(f"Background:\n{additional_context}")
