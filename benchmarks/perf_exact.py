@@ -13,8 +13,8 @@ measure how far the database's bounded candidate lists stray from it:
   ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))``, N and df over the tenant's current notes,
   document length = number of distinct lexemes, tf = number of positions (0 without a match);
   text candidates: every note holding a query lexeme (the database bounds them per term);
-* fusion over the candidates U: ``rel = 0.5 minmax(v) + 0.5 minmax(s)`` over the signals
-  present (all equal: 1, or for BM25 1 if positive else 0);
+* fusion over the candidates U: ``rel = 0.5 minmax(v) + 0.5 s / max(s)`` over the signals
+  present (minmax of equal values: 1; s / max(s): 0 when no candidate matched a term);
 * expansion: the session neighbours (previous and next note by time, then insertion order) of
   the 5 best by rel join, scored with U's bounds;
 * smoothing: ``r = minmax(rel)`` over the expanded set (rel itself when all are equal),
@@ -212,14 +212,12 @@ def bm25_scores(index: TenantIndex, terms: list[str]) -> tuple[dict[int, float],
 
 
 def _minmax(values: dict[int, float], lo: float, hi: float, flat: str = "one") -> dict[int, float]:
-    """Min-max normalisation; when ``hi == lo`` every value maps to 1 (``flat="one"``), to 1 if
-    positive else 0 (``"positive"``, BM25), or stays itself (``"keep"``, relevance)."""
+    """Min-max normalisation; when ``hi == lo`` every value maps to 1 (``flat="one"``) or stays
+    itself (``"keep"``, relevance)."""
     if hi > lo:
         return {k: min(max((x - lo) / (hi - lo), 0.0), 1.0) for k, x in values.items()}
     if flat == "keep":
         return dict(values)
-    if flat == "positive":
-        return {k: 1.0 if x > 0 else 0.0 for k, x in values.items()}
     return {k: 1.0 for k in values}
 
 
@@ -267,10 +265,11 @@ def exact_hybrid(
     v, s = signals(pool_rows)
     weights = (0.5 if vector_on else 0.0) + (0.5 if terms else 0.0)
     v_lo, v_hi = (min(v.values()), max(v.values())) if v else (0.0, 0.0)
-    s_lo, s_hi = min(s.values()), max(s.values())
+    s_hi = max(s.values())
 
     def fuse(rows: set[int], v: dict[int, float], s: dict[int, float]) -> dict[int, float]:
-        mv, ms = _minmax(v, v_lo, v_hi), _minmax(s, s_lo, s_hi, "positive")
+        mv = _minmax(v, v_lo, v_hi)
+        ms = {r: (min(x / s_hi, 1.0) if s_hi > 0 else 0.0) for r, x in s.items()}
         return {
             r: ((0.5 * mv[r] if vector_on else 0.0) + (0.5 * ms[r] if terms else 0.0)) / max(weights, 1e-9)
             for r in rows

@@ -90,3 +90,17 @@ def test_a_long_notes_windows_take_one_place_in_the_vector_pool(db_url) -> None:
         assert set(got) <= {long_id, *others}
     finally:
         store.close()
+
+
+def test_two_notes_are_ranked_by_meaning_not_by_a_small_bm25_difference(minilm, db_url) -> None:  # noqa: ANN001
+    # both notes share the one matching term ("alice"); BM25 prefers the shorter by a hair, the
+    # vector prefers the answer: scaled by its maximum, BM25 no longer turns that hair into a tie
+    store = MemoryStore.open(db_url, embedder=minilm, auto_migrate=False)
+    try:
+        store.add("Alice moved to Lisbon in May 2024", user_id="alice", time="2024-05-10T09:00:00Z")
+        store.add("Alice started learning Portuguese", user_id="alice")
+        for _ in range(3):
+            [hit] = store.search("Where does Alice live?", user_id="alice", limit=1, touch=False)
+            assert hit.note.content == "Alice moved to Lisbon in May 2024"
+    finally:
+        store.close()
