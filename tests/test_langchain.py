@@ -97,8 +97,13 @@ def test_async_tools_and_errors_as_answers(kit: Toolkit, tools) -> None:
     _, bad, blank = asyncio.run(main())
     assert bad.startswith("ValidationError: date_range: ")
     assert blank.startswith("ValidationError: content: ")
-    with pytest.raises(Exception, match="limit"):  # out of the schema: refused before the call
-        tools["cortex_search"].invoke({"query": "x", "limit": 51})
+    # out of the schema: refused before the call, also as an answer naming the field
+    assert tools["cortex_search"].invoke({"query": "x", "limit": 51}).startswith("ValidationError: limit: ")
+    assert (
+        tools["cortex_search"]
+        .invoke({"query": "x", "memory_source": "both"})
+        .startswith("ValidationError: memory_source: ")
+    )
 
 
 def test_build_context_tool(db_url: str, tools) -> None:

@@ -66,7 +66,19 @@ def _structured(
         description=description,
         args_schema=model,
         handle_tool_error=True,
+        handle_validation_error=_schema_error,
     )
+
+
+def _schema_error(exc: Exception) -> str:
+    """An argument refused by the tool's schema, as the answer a typed error gives:
+    ``"ValidationError: <field>: <reason>"`` (the first error, by the caller's field name)."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors) and errors():
+        first = errors()[0]
+        field = ".".join(str(p) for p in first.get("loc", ())) or "arguments"
+        return f"ValidationError: {field}: {first.get('msg', exc)}"
+    return f"ValidationError: arguments: {exc}"
 
 
 def make_tools(toolkit: Toolkit | Callable[[], Toolkit]) -> list[StructuredTool]:
