@@ -210,9 +210,15 @@ def translate_db_errors(field: str = "input") -> Iterator[None]:
                 "on one URL in one process share one pool); the next call reconnects",
                 sqlstate,
             ) from exc
+        constraint = getattr(diag, "constraint_name", None) or ""
+        if sqlstate == "23505" and constraint in ("uq_notes_content_hash", "uq_stm_notes_content_hash"):
+            raise ConflictError(
+                "content: another note of this user and session already has this content "
+                "(notes are deduplicated by content per session)",
+                sqlstate,
+            ) from exc
         if sqlstate in ("23505", "23P01"):
             raise ConflictError(primary, sqlstate) from exc
-        constraint = getattr(diag, "constraint_name", None) or ""
         if (
             sqlstate == "23503"
             and constraint.startswith("fk_")

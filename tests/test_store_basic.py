@@ -177,3 +177,14 @@ def test_explicit_ids_are_kept_and_collisions_refused(store):
     with pytest.raises(ValidationError) as err:
         store.add_many([{"id": "not-a-uuid", "content": "x"}])
     assert err.value.field == "items[0].id"
+
+
+def test_update_to_another_notes_content_is_a_conflict_naming_content(store) -> None:  # noqa: ANN001
+    from cortex_pg.errors import ConflictError
+
+    a = store.add("The boiler was serviced in March.", user_id="u")
+    b = store.add("The car was serviced in April.", user_id="u")
+    with pytest.raises(ConflictError, match="^content: another note of this user and session"):
+        store.update(b, user_id="u", content="The boiler was serviced in March.")
+    assert store.get(b, user_id="u").content == "The car was serviced in April."
+    assert store.get(a, user_id="u").content == "The boiler was serviced in March."
