@@ -372,3 +372,11 @@ def test_build_context_for_task_names_max_items_when_it_is_wrong(cm):
                 cm.build_context_for_task(task, max_items=bad)
             assert err.value.field == "max_items"
     assert "Sales increased" in cm.build_context_for_task("Analyze sales data", max_items=1)
+
+
+def test_build_context_for_task_names_a_task_with_nul_bytes(cm):
+    from cortex_pg import ValidationError
+
+    with pytest.raises(ValidationError) as err:
+        cm.build_context_for_task("Analyze\x00 sales")
+    assert err.value.field == "task_description"

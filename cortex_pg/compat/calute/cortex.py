@@ -187,7 +187,9 @@ class CortexMemory:
         Lines are ``"  • <text>"``, joined by ``"\\n"``. Returns ``""`` when there is nothing.
 
         Raises:
-            ValidationError: ``max_items`` is not a positive integer (field ``max_items``).
+            ValidationError: ``max_items`` is not a positive integer (field ``max_items``); the
+                task description is longer than a search query (10,000 characters) or holds NUL
+                bytes (field ``task_description``).
         """
         max_items = validation.limit(max_items, "max_items")
         parts: list[str] = []
@@ -199,6 +201,8 @@ class CortexMemory:
                 parts.append("Recent context:")
                 parts.extend(f"{BULLET}{m.content[:200]}" for m in recent)
         query = task_description if isinstance(task_description, str) and task_description.strip() else ""
+        if query:  # checked as a search query (length, NUL bytes), under the caller's name
+            query = validation.query(query, "task_description")
         if self.long_term is not None and query:
             filters = {"agent_id": agent_role} if agent_role else None
             knowledge = self.long_term.search(query, limit=5, filters=filters)
