@@ -264,13 +264,13 @@ $q$, v_window_n, p_filter_n, p_model);
                              JOIN q_terms q ON q.lexeme = h.lexeme), 0)::float8 AS s
             FROM %1$s x
             -- the length prior: dl from the note's postings (any one holds it), else its STM
-            -- copy's tsvector; 0 for a note without a lexeme
+            -- copy's tsvector; 0 for a note without a lexeme (only looked up when v is scored)
             CROSS JOIN LATERAL (
-                SELECT least(1, sqrt(coalesce(
+                SELECT CASE WHEN $2::vector IS NULL THEN 1 ELSE least(1, sqrt(coalesce(
                     (SELECT p.dl FROM cortex.bm25_postings p
                      WHERE p.user_id = $1 AND p.note_id = x.id AND $10 IN ('all', 'ltm') LIMIT 1),
                     (SELECT length(s.tsv) FROM cortex.stm_notes s WHERE s.user_id = $1 AND s.id = x.id),
-                    0)::float8 / 24)) AS w) lp
+                    0)::float8 / 24)) END AS w) lp
         ),$q$;
     RETURN format($q$
         WITH
