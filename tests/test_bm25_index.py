@@ -158,11 +158,13 @@ def test_a_common_word_does_not_widen_the_candidates_beyond_the_pool(store):
         ).scalar_one()
         conn.exec_driver_sql(
             "PREPARE s(text, vector, tsquery, int, float8, timestamptz, timestamptz, timestamptz, text, text, "
-            "int, text[], int, vector, text[], float8, boolean, float8, float8) AS " + statement
+            "int, text[], int, vector, text[], float8, boolean, float8, float8, "
+            "text, float8, float8, float8, float8, float8, int, float8) AS " + statement
         )
         plan = conn.exec_driver_sql(
             "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE s('u', NULL, 'meet'::tsquery, 10, 0, NULL, NULL, now(), "
-            "NULL, 'all', 40, ARRAY['meet'], 1, NULL, NULL, 0, false, 121, 5)"
+            "NULL, 'all', 40, ARRAY['meet'], 1, NULL, NULL, 0, false, 121, 5, "
+            "'score', 0.5, 0.5, 24, 0.3, 0.3, 5, 60)"
         ).scalar_one()
     read = []
 

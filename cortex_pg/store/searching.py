@@ -13,6 +13,7 @@ from cortex_pg.db.retry import retry_transient
 from cortex_pg.db.steps import Blocking, Plan, Query, Transaction, WithConnection, operation
 from cortex_pg.errors import ValidationError
 from cortex_pg.store import sql, validation
+from cortex_pg.store.ranking import Ranking
 from cortex_pg.store.records import SearchResult
 from cortex_pg.store.rows import result_from_row, tenant_scoped, vector_literal
 from cortex_pg.temporal import parse_instant, without_temporal_keywords
@@ -94,6 +95,7 @@ class NoteSearch:
         expand_entities: bool = False,
         entity_weight: float = 0.5,
         collections: bool = False,
+        ranking: Ranking | Mapping[str, Any] | None = None,
     ) -> Plan[list[SearchResult]]:
         """Hybrid search of one user's notes, in one SQL statement (``cortex.search_notes``).
 
@@ -136,13 +138,16 @@ class NoteSearch:
             collections: also search the user's smart collections nearest the query and rank
                 by ``composite_score = 0.3 * collection_similarity + 0.7 * score`` (see
                 :mod:`cortex_pg.collections.search`; offline query enhancement).
+            ranking: the ranking's constants (:class:`~cortex_pg.store.ranking.Ranking`, or a
+                mapping of some of its attributes); None = the library's defaults.
 
         Returns:
             Up to ``limit`` results, best first; with ``include_links`` up to ``limit`` linked
             notes after them.
 
         Raises:
-            ValidationError: bad argument (blank query, limit <= 0, weight outside [0, 1], ...).
+            ValidationError: bad argument (blank query, limit <= 0, weight outside [0, 1], an
+                unknown ranking key as ``ranking.<key>``, ...).
         """
         if collections:
             from cortex_pg.collections.search import search_with_collections
@@ -153,9 +158,10 @@ class NoteSearch:
                 temporal_weight=temporal_weight, date_from=date_from, date_to=date_to, now=now,
                 memory_source=memory_source, where_filter=where_filter, context=context, touch=touch,
                 include_links=include_links, link_depth=link_depth, entities=entities,
-                expand_entities=expand_entities, entity_weight=entity_weight,
+                expand_entities=expand_entities, entity_weight=entity_weight, ranking=ranking,
             )))  # fmt: skip
         query = validation.query(query)
+        rank = Ranking.parse(ranking)
         uid = validation.scope_id(user_id, "user_id")
         sid = validation.optional_scope_id(session_id, "session_id")
         lim = validation.limit(limit)
@@ -203,6 +209,7 @@ class NoteSearch:
             "query_entities": query_entities,
             "entity_weight": ent_weight,
             "expand_entities": bool(expand_entities),
+            "ranking": None if rank == Ranking() else rank.to_json(),
         }
         depth = validation.limit(link_depth, "link_depth")
 

@@ -124,7 +124,8 @@ WITH hits AS MATERIALIZED (
         p_context_embedding => CAST(:context_embedding AS vector),
         p_query_entities => CAST(:query_entities AS text[]),
         p_entity_weight => CAST(:entity_weight AS real),
-        p_expand_entities => :expand_entities)
+        p_expand_entities => :expand_entities,
+        p_ranking => CAST(:ranking AS jsonb))
 ), touched_ltm AS (
     UPDATE cortex.notes n SET access_count = n.access_count + 1, last_accessed_at = now()
     FROM hits h WHERE :touch AND n.user_id = :user_id AND n.user_id = h.user_id AND n.id = h.id

@@ -1,0 +1,105 @@
+"""The constants of the search ranking (``cortex.search_notes`` v8, its ``p_ranking`` argument).
+
+The defaults are the library's ranking, chosen on LoCoMo dev conversations (see
+``sql/functions/search_notes/v8.sql`` for each constant's measured range); a caller overrides
+any of them per search (``MemoryStore.search(..., ranking={...})``), e.g. to reproduce the
+reference rankings of ``benchmarks/locomo_recall.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+from cortex_pg.errors import ValidationError
+
+FUSIONS = ("score", "rrf")
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """How a search fuses and smooths its signals.
+
+    Attributes:
+        fusion: ``"score"`` (normalised-score fusion: min-max of the semantic score and BM25
+            scaled by its maximum over the candidates, weighted) or ``"rrf"`` (reciprocal rank
+            fusion, Cormack, Clarke and Buettcher 2009: weight / (rrf_k + rank) per ranker,
+            scaled so rank 1 is 1).
+        vector_weight: weight of the semantic signal in [0, 1]; BM25 weighs 1 - vector_weight
+            (when a search has only one of the two signals, that one counts alone).
+        context_weight: share of the note's context embedding (the note read after its session
+            predecessor) in its semantic score, in [0, 1]; 0 = the text embedding alone.
+        length_prior: d0 of the length prior: the text cosine of a note of dl distinct lexemes
+            is multiplied by min(1, sqrt(dl / d0)); 0 turns it off. In [0, 10000] lexemes.
+        smoothing_prev: share of the previous note's relevance (same session) a note takes,
+            in [0, 1] (a reply inherits from what it answers).
+        smoothing_next: share of the next note's relevance a note takes, in [0, 1].
+        expansion: the session neighbours of this many best candidates join the candidates,
+            0..50.
+        rrf_k: k of reciprocal rank fusion, 1..10000 (used with ``fusion="rrf"``).
+    """
+
+    fusion: str = "score"
+    vector_weight: float = 0.5
+    context_weight: float = 0.5
+    length_prior: float = 24.0
+    smoothing_prev: float = 0.3
+    smoothing_next: float = 0.3
+    expansion: int = 5
+    rrf_k: float = 60.0
+
+    @classmethod
+    def parse(cls, value: Ranking | Mapping[str, Any] | None, field: str = "ranking") -> Ranking:
+        """A ranking from None (the defaults), a :class:`Ranking`, or a mapping of some of its
+        attributes (the others keep their defaults).
+
+        Raises:
+            ValidationError: not a mapping, an unknown key, or a value of the wrong type or out
+                of range; the field is ``ranking.<key>``.
+        """
+        if value is None:
+            return cls()
+        if isinstance(value, Ranking):
+            return value
+        if not isinstance(value, Mapping):
+            raise ValidationError(field, f"must be a Ranking or a mapping, got {type(value).__name__}")
+        known = {f.name for f in fields(cls)}
+        changes: dict[str, Any] = {}
+        for key, raw in value.items():
+            where = f"{field}.{key}"
+            if key not in known:
+                raise ValidationError(where, f"unknown; known keys: {', '.join(sorted(known))}")
+            if key == "fusion":
+                if raw not in FUSIONS:
+                    raise ValidationError(where, f"must be one of {', '.join(FUSIONS)}, got {raw!r}")
+                changes[key] = raw
+                continue
+            if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
+                raise ValidationError(where, f"must be a number, got {raw!r}")
+            low, high = _RANGES[key]
+            if not low <= raw <= high:
+                raise ValidationError(where, f"must be in [{low}, {high}], got {raw!r}")
+            if key == "expansion":
+                if raw != int(raw):
+                    raise ValidationError(where, f"must be a whole number, got {raw!r}")
+                raw = int(raw)
+            changes[key] = float(raw) if key != "expansion" else raw
+        return replace(cls(), **changes)
+
+    def to_json(self) -> str:
+        """The ``p_ranking`` argument of ``cortex.search_notes`` (every attribute)."""
+        return json.dumps(asdict(self))
+
+
+_RANGES: dict[str, tuple[float, float]] = {
+    "vector_weight": (0, 1),
+    "context_weight": (0, 1),
+    "length_prior": (0, 10000),
+    "smoothing_prev": (0, 1),
+    "smoothing_next": (0, 1),
+    "expansion": (0, 50),
+    "rrf_k": (1, 10000),
+}

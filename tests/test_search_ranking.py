@@ -1,0 +1,213 @@
+"""search_notes v8's ranking argument (``MemoryStore.search(ranking=...)``, ``p_ranking``):
+each constant does what its documentation says, and bad values are refused by name."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import sqlalchemy.exc
+from sqlalchemy import text
+
+from cortex_pg.errors import ValidationError
+from cortex_pg.store import MemoryStore
+from cortex_pg.store.ranking import Ranking
+
+NOTES = [
+    "the garden grows tomatoes and beans every summer",
+    "we planted beans in the garden last spring",
+    "tomatoes need sun and water",
+    "the car needs new tyres before winter",
+    "garden tools are kept in the shed",
+    "beans and rice for dinner tonight",
+    "winter is cold and dark in the north",
+    "a new shed for the garden tools",
+]
+
+
+def _fill(store: MemoryStore) -> None:
+    # one session each: no neighbours, no context embeddings, so only the ranking's fusion acts
+    store.add_many([{"content": c, "session_id": f"s{i}"} for i, c in enumerate(NOTES)], user_id="u", to_stm=False)
+
+
+@pytest.mark.parametrize(
+    ("ranking", "field"),
+    [
+        ({"bogus": 1}, "ranking.bogus"),
+        ({"fusion": "max"}, "ranking.fusion"),
+        ({"vector_weight": 1.5}, "ranking.vector_weight"),
+        ({"context_weight": -0.1}, "ranking.context_weight"),
+        ({"smoothing_prev": "0.3"}, "ranking.smoothing_prev"),
+        ({"smoothing_next": True}, "ranking.smoothing_next"),
+        ({"expansion": 2.5}, "ranking.expansion"),
+        ({"expansion": 51}, "ranking.expansion"),
+        ({"length_prior": float("nan")}, "ranking.length_prior"),
+        ({"rrf_k": 0}, "ranking.rrf_k"),
+        ([("fusion", "rrf")], "ranking"),
+    ],
+)
+def test_a_bad_ranking_is_refused_naming_its_key(store, ranking, field) -> None:  # noqa: ANN001
+    _fill(store)
+    with pytest.raises(ValidationError) as err:
+        store.search("garden", user_id="u", ranking=ranking)
+    assert err.value.field == field
+
+
+@pytest.mark.parametrize(
+    "p_ranking",
+    ['{"bogus": 1}', '{"fusion": "max"}', '{"vector_weight": 2}', '{"expansion": 1.5}', '[1]', '{"rrf_k": "60"}'],
+)
+def test_plain_sql_refuses_a_bad_ranking(store, p_ranking) -> None:  # noqa: ANN001
+    _fill(store)
+    with pytest.raises(sqlalchemy.exc.DBAPIError) as err, store.engine.begin() as conn:
+        conn.execute(
+            text("SELECT * FROM cortex.search_notes('u', NULL, 'garden', 5, p_ranking => CAST(:r AS jsonb))"),
+            {"r": p_ranking},
+        )
+    assert err.value.orig.sqlstate == "22023"
+    assert "p_ranking" in str(err.value.orig)
+
+
+def test_the_defaults_spelled_out_rank_as_no_ranking(store) -> None:  # noqa: ANN001
+    _fill(store)
+    explicit = {
+        "fusion": "score", "vector_weight": 0.5, "context_weight": 0.5, "length_prior": 24,
+        "smoothing_prev": 0.3, "smoothing_next": 0.3, "expansion": 5, "rrf_k": 60,
+    }  # fmt: skip
+    assert Ranking.parse(explicit) == Ranking()
+    a = store.search("garden beans", user_id="u", limit=8, touch=False)
+    with store.engine.begin() as conn:  # plain SQL with the same constants given
+        vec = str(store.embedder.embed(["garden beans"])[0])
+        rows = conn.execute(
+            text(
+                "SELECT id::text, score FROM cortex.search_notes('u', CAST(:v AS vector), 'garden beans', 8, "
+                "p_ranking => CAST(:r AS jsonb))"
+            ),
+            {"v": vec, "r": Ranking().to_json()},
+        ).all()
+    assert [(str(r.id), pytest.approx(r.score)) for r in a] == [(i, s) for i, s in rows]
+
+
+def test_vector_weight_one_ranks_by_the_semantic_score_alone(store) -> None:  # noqa: ANN001
+    _fill(store)
+    got = store.search(
+        "garden beans", user_id="u", limit=8, touch=False,
+        ranking={"vector_weight": 1, "smoothing_prev": 0, "smoothing_next": 0, "expansion": 0},
+    )  # fmt: skip
+    assert len(got) == 8
+    assert [r.semantic_score for r in got] == sorted((r.semantic_score for r in got), reverse=True)
+
+
+def test_vector_weight_zero_ranks_by_bm25_alone(store) -> None:  # noqa: ANN001
+    _fill(store)
+    got = store.search(
+        "garden beans", user_id="u", limit=8, touch=False,
+        ranking={"vector_weight": 0, "smoothing_prev": 0, "smoothing_next": 0, "expansion": 0},
+    )  # fmt: skip
+    matched = [r for r in got if r.text_score > 0]
+    assert len(matched) >= 4
+    assert got[: len(matched)] == matched  # every note matching a term before any that does not
+    assert [r.text_score for r in matched] == sorted((r.text_score for r in matched), reverse=True)
+
+
+def test_a_single_signal_counts_alone_whatever_its_weight(store) -> None:  # noqa: ANN001
+    _fill(store)
+    # a text-only search (plain SQL: no query vector) with vector_weight 1 still ranks by BM25
+    with store.engine.begin() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT content, text_score FROM cortex.search_notes('u', NULL, 'tyres', 3, "
+                "p_ranking => '{\"vector_weight\": 1}')"
+            )
+        ).all()
+    assert rows[0].content == "the car needs new tyres before winter" and rows[0].text_score > 0
+
+
+def test_rrf_orders_by_the_reciprocal_ranks(store) -> None:  # noqa: ANN001
+    _fill(store)
+    k = 10
+    got = store.search(
+        "garden beans winter", user_id="u", limit=8, touch=False,
+        ranking={"fusion": "rrf", "rrf_k": k, "smoothing_prev": 0, "smoothing_next": 0, "expansion": 0},
+    )  # fmt: skip
+    assert len(got) == 8
+
+    def rrf(r) -> float:  # noqa: ANN001
+        return 1 / (k + r.vector_rank) + (1 / (k + r.text_rank) if r.text_rank else 0)
+
+    fused = [rrf(r) for r in got]
+    assert fused == sorted(fused, reverse=True)
+    assert fused[0] > fused[-1]
+
+
+@pytest.mark.parametrize(("context_weight", "d0"), [(0.0, 24.0), (0.8, 8.0), (0.5, 0.0)])
+def test_the_semantic_score_follows_context_weight_and_length_prior(store, context_weight, d0) -> None:  # noqa: ANN001
+    a, b = store.add_many(
+        [{"content": "garden tools"}, {"content": "we keep the spade and rake in the shed"}],
+        user_id="u",
+        session_id="s",
+        to_stm=False,
+    )  # b has a context embedding (a then b); a, the session's first note, has none
+    query = "where are the garden tools"
+    q = store.embedder.embed([query])[0]
+    got = {
+        str(r.note.id): r
+        for r in store.search(
+            query, user_id="u", limit=5, touch=False,
+            ranking={"context_weight": context_weight, "length_prior": d0},
+        )
+    }  # fmt: skip
+    with store.engine.connect() as conn:
+        cos = {
+            (nid, kind): c
+            for nid, kind, c in conn.execute(
+                text(
+                    "SELECT note_id::text, kind, 1 - (embedding <=> CAST(:q AS vector)) FROM cortex.embeddings "
+                    "WHERE user_id = 'u'"
+                ),
+                {"q": str(q)},
+            ).all()
+        }
+
+    def prior(lexemes: int) -> float:
+        return 1.0 if d0 == 0 else min(1.0, math.sqrt(lexemes / d0))
+
+    # a: "garden tools" = 2 lexemes, its own cosine stands in for the missing context
+    expected_a = (1 - context_weight) * prior(2) * cos[(a, "text")] + context_weight * cos[(a, "text")]
+    # b: "keep spade rake shed" = 4 lexemes (the rest are stop words)
+    expected_b = (1 - context_weight) * prior(4) * cos[(b, "text")] + context_weight * cos[(b, "context")]
+    assert got[a].semantic_score == pytest.approx(expected_a, rel=1e-5)
+    assert got[b].semantic_score == pytest.approx(expected_b, rel=1e-5)
+
+
+def test_smoothing_prev_lifts_the_reply_after_the_best_match_and_not_the_turn_before(store) -> None:  # noqa: ANN001
+    # a session of three turns; the query matches the middle one; the reply after it inherits
+    # smoothing_prev of its relevance, the turn before it smoothing_next
+    ids = store.add_many(
+        [
+            {"content": "hello there how are you"},
+            {"content": "what is your favourite basketball player"},
+            {"content": "oh that is easy for me"},
+        ],
+        user_id="u",
+        session_id="chat",
+        to_stm=False,
+    )
+    store.add_many(
+        [{"content": f"filler note number {i} about cooking"} for i in range(6)], user_id="u", session_id="other"
+    )
+    base = {"context_weight": 0, "expansion": 5}
+
+    def relevance(prev: float, nxt: float) -> dict[str, float]:
+        got = store.search(
+            "favourite basketball player", user_id="u", limit=9, touch=False,
+            ranking={**base, "smoothing_prev": prev, "smoothing_next": nxt},
+        )  # fmt: skip
+        return {str(r.note.id): r.relevance_score for r in got}
+
+    plain = relevance(0, 0)
+    reply_first = relevance(0.9, 0)
+    assert reply_first[ids[2]] > plain[ids[2]]  # the reply is lifted by the question before it
+    assert reply_first[ids[0]] == pytest.approx(plain[ids[0]] / 1.9, rel=1e-6)  # not lifted: scaled
+    earlier_first = relevance(0, 0.9)
+    assert earlier_first[ids[0]] > plain[ids[0]] / 1.9
