@@ -4,6 +4,7 @@ Usage:
     python benchmarks/locomo_recall.py ../shared/data/locomo-dev.json [--k 5 10 25 50]
         [--embedder minilm|hashing] [--limit-conversations N] [--temporal-weight W]
         [--variants hybrid entities expand links collections] [--evolve]
+        [--ranking '{"smoothing_prev": 0.5}'] [--ablation]
 
 Variants (one ingest, each variant asks every question): ``hybrid`` (vector + BM25, the
 default search), ``entities`` (+ entity signal), ``expand`` (+ entities one hop away),
@@ -11,7 +12,11 @@ default search), ``entities`` (+ entity signal), ``expand`` (+ entities one hop 
 (search with smart collections, ``collections=True``: every turn gets the offline category of
 ``cortex_pg.collections.rules.keyword_path`` over its YAKE keywords at ingest, as a note
 without a category gets in the Prem API, and the collection jobs run before the questions;
-its search latency minus the ``hybrid`` one is what collections add). Entity variants
+its search latency minus the ``hybrid`` one is what collections add). ``--ranking`` gives the
+search's ranking constants (a JSON object, ``cortex_pg.store.ranking.Ranking``; the library's
+defaults when absent) to every variant. ``--ablation`` asks every question under each ranking of
+``ABLATION`` on the same ingest (the default, each lever taken away in turn, and the reference
+rankings: MiniLM alone, BM25 alone, plain RRF) and prints one table. Entity variants
 make the ingest extract entities; ``--evolve`` runs the evolution worker over every note
 (offline heuristic) before the questions and reports its jobs/s.
 
@@ -28,6 +33,7 @@ averaged over questions (overall and per category: 1 multi-hop, 2 temporal, 3 op
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shutil
 import statistics
@@ -42,6 +48,28 @@ from cortex_pg.ingest import read_locomo
 from cortex_pg.store import MemoryStore
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+
+_NO_NEIGHBOURS = {"smoothing_prev": 0, "smoothing_next": 0, "expansion": 0}
+#: rows of ``--ablation``: (name, ranking); the levers of the default ranking are documented in
+#: sql/functions/search_notes/v8.sql
+ABLATION: list[tuple[str, dict]] = [
+    ("default ranking", {}),
+    ("- context embedding", {"context_weight": 0}),
+    ("- length prior", {"length_prior": 0}),
+    ("- neighbour smoothing", {"smoothing_prev": 0, "smoothing_next": 0}),
+    ("- neighbour expansion", {"expansion": 0}),
+    ("- smoothing and expansion", _NO_NEIGHBOURS),
+    ("RRF instead of score fusion", {"fusion": "rrf"}),
+    ("MiniLM alone (cosine)", {"vector_weight": 1, "context_weight": 0, "length_prior": 0, **_NO_NEIGHBOURS}),
+    ("BM25 alone", {"vector_weight": 0, **_NO_NEIGHBOURS}),
+    (
+        "plain RRF (MiniLM + BM25)",
+        {"fusion": "rrf", "context_weight": 0, "length_prior": 0, **_NO_NEIGHBOURS},
+    ),
+]
+#: the best retriever of the LoCoMo paper (Maharana et al. 2024, Table 3: DRAGON over dialog
+#: turns, R@10), quoted for reference, not measured here
+PAPER_REFERENCE = ("DRAGON (LoCoMo paper, quoted)", {10: 66.2})
 
 
 def evidence_ids(raw: list[str], known: set[str]) -> list[str]:
@@ -98,6 +126,15 @@ def main(argv: list[str] | None = None) -> int:
         choices=["hybrid", "entities", "expand", "links", "collections"],
     )
     ap.add_argument("--evolve", action="store_true")
+    ap.add_argument(
+        "--ranking",
+        type=json.loads,
+        default=None,
+        help='ranking constants as JSON, e.g. \'{"fusion": "rrf"}\' (cortex_pg.store.ranking.Ranking)',
+    )
+    ap.add_argument(
+        "--ablation", action="store_true", help="every ranking of ABLATION on one ingest, one table"
+    )
     ap.add_argument(
         "--embedding-cache",
         type=Path,
@@ -183,9 +220,83 @@ def run(store: MemoryStore, conversations, args) -> int:  # noqa: ANN001
         with store.engine.connect() as conn:
             n = conn.execute(text("SELECT count(*) FROM cortex.collections")).scalar_one()
         print(f"collections: {n} from {jobs} jobs in {time.perf_counter() - t0:.1f} s")
+    if args.ablation:
+        ablation(store, conversations, id_to_dia, args)
+        return 0
     for variant in args.variants:
         evaluate(store, conversations, id_to_dia, args, variant)
     return 0
+
+
+def ablation(store: MemoryStore, conversations, id_to_dia, args) -> None:  # noqa: ANN001
+    """One row per ranking of ``ABLATION``: overall R@k and R@10 per category."""
+    header = (
+        "ranking".ljust(30)
+        + "".join(f"R@{k}".rjust(7) for k in args.k)
+        + "".join(f"{CATEGORIES[c][:6]}@10".rjust(11) for c in CATEGORIES)
+        + "   p50 ms"
+    )
+    print("\n== ablation (" + ", ".join(f"R@{k}" for k in args.k) + "; per category R@10)")
+    print(header)
+    print("-" * len(header))
+    for name, ranking in ABLATION:
+        recalls, per_cat, latencies, _ = recall(store, conversations, id_to_dia, args, {"ranking": ranking})
+        row = name.ljust(30) + "".join(f"{100 * statistics.mean(recalls[k]):7.1f}" for k in args.k)
+        row += "".join(
+            f"{100 * statistics.mean(per_cat[(c, 10)]):11.1f}" if per_cat.get((c, 10)) else " " * 11
+            for c in CATEGORIES
+        )
+        print(row + f"{sorted(latencies)[len(latencies) // 2]:9.1f}", flush=True)
+    name, figures = PAPER_REFERENCE
+    print(name.ljust(30) + "".join(f"{figures[k]:7.1f}" if k in figures else "      -" for k in args.k))
+
+
+def pool_size(limit: int) -> int:
+    """The candidate pool ``cortex.search_notes`` uses for ``limit`` (max(2 * limit, 20))."""
+    return min(max(2 * limit, 20), 1000)
+
+
+def recall(store: MemoryStore, conversations, id_to_dia, args, options: dict):  # noqa: ANN001, ANN201
+    """Evidence recall@k of every question: (recalls by k, recalls by (category, k), search
+    latencies in ms, questions skipped). Limits with the same candidate pool share one search
+    (its top k is what a search with limit k returns); others get one each, so R@k is measured
+    as a caller asking for k results sees it. With ``include_links`` every k has its own
+    search and its linked notes count too."""
+    recalls: dict[int, list[float]] = defaultdict(list)
+    per_cat: dict[tuple[int, int], list[float]] = defaultdict(list)
+    latencies: list[float] = []
+    skipped = 0
+    by_pool: dict[int, list[int]] = defaultdict(list)
+    for k in args.k:
+        by_pool[k if options.get("include_links") else pool_size(k)].append(k)
+    for conv in conversations:
+        known = {item["metadata"]["dia_id"] for item in conv.items}
+        for qa in conv.qa:
+            ev = evidence_ids(qa.get("evidence", []), known)
+            if not ev:
+                skipped += 1
+                continue
+            for ks in by_pool.values():
+                t = time.perf_counter()
+                results = store.search(
+                    qa["question"],
+                    user_id=conv.sample_id,
+                    limit=max(ks),
+                    now=conv.last_time,
+                    temporal_weight=args.temporal_weight,
+                    touch=False,
+                    **options,
+                )
+                latencies.append((time.perf_counter() - t) * 1000)
+                for k in ks:
+                    top = {
+                        id_to_dia.get(r.id)
+                        for r in (results if options.get("include_links") else results[:k])
+                    }
+                    value = sum(1 for e in ev if e in top) / len(ev)
+                    recalls[k].append(value)
+                    per_cat[(int(qa.get("category", 0)), k)].append(value)
+    return recalls, per_cat, latencies, skipped
 
 
 def evaluate(store: MemoryStore, conversations, id_to_dia, args, variant: str) -> None:  # noqa: ANN001
@@ -196,35 +307,9 @@ def evaluate(store: MemoryStore, conversations, id_to_dia, args, variant: str) -
         "links": {"include_links": True},
         "collections": {"collections": True},
     }[variant]
-    recalls: dict[int, list[float]] = defaultdict(list)
-    per_cat: dict[tuple[int, int], list[float]] = defaultdict(list)
-    latencies: list[float] = []
-    skipped = 0
-    for conv in conversations:
-        known = {item["metadata"]["dia_id"] for item in conv.items}
-        for qa in conv.qa:
-            ev = evidence_ids(qa.get("evidence", []), known)
-            if not ev:
-                skipped += 1
-                continue
-            # one search per k: the candidate pool grows with the limit (see search_notes), so
-            # R@k is measured as a caller asking for k results sees it
-            for k in args.k:
-                t = time.perf_counter()
-                results = store.search(
-                    qa["question"],
-                    user_id=conv.sample_id,
-                    limit=k,
-                    now=conv.last_time,
-                    temporal_weight=args.temporal_weight,
-                    touch=False,
-                    **options,
-                )
-                latencies.append((time.perf_counter() - t) * 1000)
-                top = {id_to_dia.get(r.id) for r in results}
-                value = sum(1 for e in ev if e in top) / len(ev)
-                recalls[k].append(value)
-                per_cat[(int(qa.get("category", 0)), k)].append(value)
+    if args.ranking is not None:
+        options["ranking"] = args.ranking
+    recalls, per_cat, latencies, skipped = recall(store, conversations, id_to_dia, args, options)
 
     print(
         f"\n== variant {variant}: conversations {len(conversations)}, questions scored "

@@ -59,15 +59,7 @@ def test_a_tenants_vector_candidates_come_from_its_partition_only(store):
             False,
             120.0,
             5.0,
-            # the ranking (v8): fusion, vector/context weights, length prior, smoothing, expansion, rrf_k
-            "score",
-            0.5,
-            0.5,
-            24.0,
-            0.3,
-            0.3,
-            5,
-            60.0,
+            True,  # neighbours wanted (smoothing or expansion)
         ]
         bound = re.sub(r"\$(\d+)", lambda m: f"%(p{m.group(1)})s", stmt.replace("%", "%%"))
         with conn.connection.driver_connection.cursor() as cur:

@@ -27,7 +27,9 @@ NOTES = [
 
 def _fill(store: MemoryStore) -> None:
     # one session each: no neighbours, no context embeddings, so only the ranking's fusion acts
-    store.add_many([{"content": c, "session_id": f"s{i}"} for i, c in enumerate(NOTES)], user_id="u", to_stm=False)
+    store.add_many(
+        [{"content": c, "session_id": f"s{i}"} for i, c in enumerate(NOTES)], user_id="u", to_stm=False
+    )
 
 
 @pytest.mark.parametrize(
@@ -55,7 +57,14 @@ def test_a_bad_ranking_is_refused_naming_its_key(store, ranking, field) -> None:
 
 @pytest.mark.parametrize(
     "p_ranking",
-    ['{"bogus": 1}', '{"fusion": "max"}', '{"vector_weight": 2}', '{"expansion": 1.5}', '[1]', '{"rrf_k": "60"}'],
+    [
+        '{"bogus": 1}',
+        '{"fusion": "max"}',
+        '{"vector_weight": 2}',
+        '{"expansion": 1.5}',
+        "[1]",
+        '{"rrf_k": "60"}',
+    ],
 )
 def test_plain_sql_refuses_a_bad_ranking(store, p_ranking) -> None:  # noqa: ANN001
     _fill(store)
@@ -194,7 +203,9 @@ def test_smoothing_prev_lifts_the_reply_after_the_best_match_and_not_the_turn_be
         to_stm=False,
     )
     store.add_many(
-        [{"content": f"filler note number {i} about cooking"} for i in range(6)], user_id="u", session_id="other"
+        [{"content": f"filler note number {i} about cooking"} for i in range(6)],
+        user_id="u",
+        session_id="other",
     )
     base = {"context_weight": 0, "expansion": 5}
 

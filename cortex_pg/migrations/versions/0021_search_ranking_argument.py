@@ -1,8 +1,10 @@
-"""search_notes v8: the ranking's constants as an argument (p_ranking)
+"""search_notes v8: the ranking's constants as an argument (p_ranking); candidates and scoring apart
 
 ``cortex.search_notes`` v8 takes ``p_ranking jsonb`` (fusion, vector_weight, context_weight,
 length_prior, smoothing_prev, smoothing_next, expansion, rrf_k; each optional) and ranks
-exactly as v7 without it. The function's signature changes, so v7 is dropped first.
+exactly as v7 without it. The function's signature changes, so v7 is dropped first. It plans
+only its candidate statement (``cortex.search_statement``) per call; the scoring is static SQL
+whose plan is kept for the session, with the signals of the new ``cortex.search_signals``.
 
 Revision ID: 0021
 Revises: 0020
@@ -36,4 +38,8 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.execute(f"DROP FUNCTION IF EXISTS {V8_SIGNATURE}")
+    op.execute(
+        "DROP FUNCTION IF EXISTS cortex.search_signals(text, uuid[], text, vector, text[], float8, float8, "
+        "text, float8, float8)"
+    )
     op.execute(read_sql("functions/search_notes/v7.sql"))

@@ -17,6 +17,16 @@
 -- neighbour lookups are skipped when smoothing and expansion are all 0. Reciprocal rank fusion
 -- ranks the candidates by v and by s (s > 0); an expansion note takes the rank it would have
 -- among them.
+-- v8 also runs in two steps. Step 1 (cortex.search_statement, dynamic SQL planned for each
+-- call's values) finds the candidates and each one's session neighbours, with whether each
+-- neighbour passes the search's conditions; it is the only part whose text depends on the
+-- model's index and the where_filter, and the only part whose best plan depends on the tenant
+-- (HNSW for a large tenant, an exact scan of a small one). Step 2 scores them: static SQL,
+-- whose plan PostgreSQL makes once per session and reuses (generic; every lookup is by id,
+-- written so that a plan for an unknown number of candidates still looks notes up one by one),
+-- with the signals of cortex.search_signals. v7 planned the whole statement on every call,
+-- about half of a search's time on a 2,000-note tenant; same results, measured on LoCoMo dev
+-- and on 80 searches per tenant of a 10,000-note store (see README, Performance).
 --
 -- v7 (Alembic 0020) weighs the cosine of a note's own text by how much text it has: for a note
 -- of dl distinct lexemes (its BM25 document length), cos(q, text) is multiplied by
@@ -61,11 +71,12 @@
 --   * the pool scales with the limit: pool = max(2 * limit, 20) per ranker since v6 (v4, v5:
 --     max(2 * limit, 40); on LoCoMo dev R@5/10/25/50 moved by at most 0.1 and the candidates
 --     to score halved), so any limit <= 10 ranks the same top; hnsw.ef_search = pool;
---   * the statement is written once (cortex.search_statement, also callable on its own to
---     read or EXPLAIN it) from the model, its dimension, the compiled where_filter and whether
---     the entity list is asked for; the parts a search does not use are left out, so planning
---     stays short. (A plan cached across calls was tried: PostgreSQL's generic plan for this
---     statement is several times slower than a custom one, so each call is planned.)
+--   * the candidate statement is written once (cortex.search_statement, also callable on its
+--     own to read or EXPLAIN it) from the model, its dimension, the compiled where_filter and
+--     whether the entity list is asked for; the parts a search does not use are left out, so
+--     planning stays short. (v4-v7 planned the whole search on every call: a generic plan of
+--     it was several times slower, chiefly its vector scan; v8 plans only the candidates per
+--     call, see above.)
 --
 -- Candidates (each ranker returns up to pool rows):
 --   vector : cosine distance, LTM from the model's partial HNSW index on cortex.embeddings
@@ -117,16 +128,19 @@
 --            source, unknown model, no query at all).
 -- Results are ordered best first (score desc, then id).
 
--- cortex.search_statement(p_model, p_dim, p_filter_n, p_filter_s, p_entities) -> text: the one
--- search statement, for a model (its name and dimension fill the HNSW index expression), a
--- compiled where_filter over notes (alias n) and STM (alias s) ('true' for none), and with or
--- without the entity list (p_entities). Its
+-- cortex.search_statement(p_model, p_dim, p_filter_n, p_filter_s, p_entities) -> text: the
+-- candidate statement (step 1), for a model (its name and dimension fill the HNSW index
+-- expression), a compiled where_filter over notes (alias n) and STM (alias s) ('true' for
+-- none), and with or without the entity list (p_entities). It returns one row of arrays in
+-- candidate order: ids, entity coverage, entity rank, whether each is a current long-term
+-- note, its previous note, whether that passes the search's conditions, its next note, the
+-- same, and the entity list's weight w_e. Its
 -- parameters, in order: $1 user_id, $2 query embedding, $3 tsquery of the query terms,
 -- $4 limit, $5 temporal weight, $6 date_from, $7 date_to, $8 now, $9 session_id,
 -- $10 memory_source, $11 pool, $12 query lexemes, $13 number of rankers, $14 context
--- embedding, $15 query entities, $16 entity weight, $17 expand entities, $18 N, $19 avgdl,
--- and the ranking (v8): $20 fusion, $21 vector_weight, $22 context_weight, $23 length_prior,
--- $24 smoothing_prev, $25 smoothing_next, $26 expansion, $27 rrf_k.
+-- embedding, $15 query entities, $16 entity weight, $17 expand entities, $18 N, $19 avgdl
+-- (the same as v7's, some unused here so that they keep their numbers), $20 whether to look
+-- the neighbours up (smoothing or expansion asked for).
 CREATE OR REPLACE FUNCTION cortex.search_statement(
     p_model text, p_dim int, p_filter_n text DEFAULT 'true', p_filter_s text DEFAULT 'true',
     p_entities boolean DEFAULT false
@@ -138,7 +152,6 @@ DECLARE
     v_vec_ltm text;
     v_vec_stm text;
     v_txt_ltm text;
-    v_signals text;
     v_entities text := $q$
         ent_ranked AS (SELECT NULL::uuid AS id, NULL::float8 AS cov, NULL::int AS r WHERE false),
         ent_weight AS (SELECT 0::float8 AS w),
@@ -256,49 +269,10 @@ $q$, v_window_n, p_filter_n, p_model);
               AND %2$s AND %1$s
             ORDER BY p.impact DESC, p.note_id
             LIMIT $11$q$, p_filter_n, v_window_n);
-    -- the two signals of a set of notes (CTE %1$s with column id): v = (1 - $22) * the query's
-    -- cosine with the note's text (best window) weighed by the length prior w, + $22 * its
-    -- cosine with the context embedding (the text's cosine when it has none; the STM copy's
-    -- embedding as the text and the context of an STM-only note); w = least(1, sqrt(dl / $23))
-    -- (1 when $23 = 0), dl = the note's distinct lexemes; s = BM25 (0: no term)
-    v_signals := $q$
-        %1$s_signals AS MATERIALIZED (
-            SELECT x.id,
-                   CASE WHEN $2::vector IS NULL THEN NULL ELSE coalesce(
-                       (SELECT (1 - $22) * lp.w * (1 - min(e.embedding <=> $2) FILTER (WHERE e.kind = 'text'))
-                               + $22 * (1 - coalesce(min(e.embedding <=> $2) FILTER (WHERE e.kind = 'context'),
-                                                     min(e.embedding <=> $2) FILTER (WHERE e.kind = 'text')))
-                        FROM cortex.embeddings e
-                        WHERE e.user_id = $1 AND e.note_id = x.id AND e.model = %2$L AND $10 IN ('all', 'ltm')),
-                       (SELECT ((1 - $22) * lp.w + $22) * (1 - (s.embedding <=> $2)) FROM cortex.stm_notes s
-                        WHERE s.user_id = $1 AND s.id = x.id AND s.model = %2$L)) END::float8 AS v,
-                   coalesce((SELECT sum(q.idf * h.tf * (1.2 + 1) / (h.tf + 1.2 * (1 - 0.75 + 0.75 * h.dl / $19)))
-                             FROM (SELECT p.lexeme, p.tf::float8 AS tf, p.dl::float8 AS dl
-                                   FROM cortex.bm25_postings p
-                                   WHERE p.user_id = $1 AND p.note_id = x.id AND p.lexeme = ANY ($12)
-                                     AND $10 IN ('all', 'ltm')
-                                   UNION ALL
-                                   SELECT sh.lexeme, sh.tf, sh.dl FROM stm_hits sh WHERE sh.id = x.id
-                                     AND NOT EXISTS (SELECT 1 FROM cortex.bm25_postings p2
-                                                     WHERE p2.user_id = $1 AND p2.note_id = x.id
-                                                       AND $10 IN ('all', 'ltm'))) h
-                             JOIN q_terms q ON q.lexeme = h.lexeme), 0)::float8 AS s
-            FROM %1$s x
-            -- the length prior: dl from the note's postings (any one holds it), else its STM
-            -- copy's tsvector; 0 for a note without a lexeme (only looked up when v is scored)
-            CROSS JOIN LATERAL (
-                SELECT CASE WHEN $2::vector IS NULL OR $23 <= 0 THEN 1 ELSE least(1, sqrt(coalesce(
-                    (SELECT p.dl FROM cortex.bm25_postings p
-                     WHERE p.user_id = $1 AND p.note_id = x.id AND $10 IN ('all', 'ltm') LIMIT 1),
-                    (SELECT length(s.tsv) FROM cortex.stm_notes s WHERE s.user_id = $1 AND s.id = x.id),
-                    0)::float8 / $23)) END AS w) lp
-        ),$q$;
     RETURN format($q$
         WITH
         q_terms AS MATERIALIZED (
-            SELECT q.lexeme, ln(1 + ($18 - coalesce(t.df, 0) + 0.5) / (coalesce(t.df, 0) + 0.5)) AS idf
-            FROM unnest($12::text[]) AS q(lexeme)
-            LEFT JOIN cortex.bm25_terms t ON t.user_id = $1 AND t.lexeme = q.lexeme
+            SELECT q.lexeme FROM unnest($12::text[]) AS q(lexeme)
         ),
         vec AS MATERIALIZED (
             SELECT v.id FROM ((%1$s) UNION ALL (%2$s)) v
@@ -323,170 +297,91 @@ $q$, v_window_n, p_filter_n, p_model);
             SELECT id FROM vec UNION SELECT id FROM txt_cand
             UNION SELECT DISTINCT id FROM stm_hits UNION SELECT id FROM ent_ranked
         ),
-%9$s
-        bounds AS (
-            SELECT min(v) AS v_lo, max(v) AS v_hi, max(s) AS s_hi FROM pool_signals
-        ),
-        -- the signals' weights: w_v = $21 (vector_weight), w_t = 1 - $21, w_e the entity list's
-        -- (a search with a single signal weighs it alone when its weight is 0)
-        fusion AS (
-            SELECT x.wv, x.wt, ew.w, (x.wv + x.wt + ew.w)::float8 AS total
-            FROM ent_weight ew CROSS JOIN LATERAL (SELECT
-                CASE WHEN $2::vector IS NULL THEN 0
-                     WHEN cardinality($12::text[]) = 0 AND $21 = 0 THEN 1 ELSE $21 END::float8 AS wv,
-                CASE WHEN cardinality($12::text[]) = 0 THEN 0
-                     WHEN $2::vector IS NULL AND $21 = 1 THEN 1 ELSE 1 - $21 END::float8 AS wt) x
-        ),
-        -- each pool note's rank by v and by s (s > 0), for reciprocal rank fusion
-        pool_ranked AS MATERIALIZED (
-            SELECT ps.*, row_number() OVER (ORDER BY ps.v DESC NULLS LAST, ps.id)::float8 AS vrk,
-                   row_number() OVER (ORDER BY ps.s DESC, ps.id)::float8 AS trk
-            FROM pool_signals ps
-        ),
-        -- fusion: w_v * minmax(v) + w_t * s / max(s) (score) or w_v * (k + 1) / (k + rank by v)
-        -- + w_t * (k + 1) / (k + rank by s) (rrf, k = $27), + w_e * the entity list's coverage,
-        -- divided by the weights of the signals present
-        pool_rel AS MATERIALIZED (
-            SELECT ps.id, ps.v, ps.s,
-                   (CASE WHEN $2::vector IS NULL THEN 0
-                         WHEN $20 = 'rrf' THEN fu.wv * ($27 + 1) / ($27 + ps.vrk)
-                         ELSE fu.wv * CASE WHEN b.v_hi > b.v_lo THEN (ps.v - b.v_lo) / (b.v_hi - b.v_lo) ELSE 1 END END
-                    + CASE WHEN cardinality($12::text[]) = 0 OR ps.s <= 0 THEN 0
-                           WHEN $20 = 'rrf' THEN fu.wt * ($27 + 1) / ($27 + ps.trk)
-                           ELSE fu.wt * ps.s / b.s_hi END
-                    + fu.w * coalesce(en.cov, 0)) / greatest(fu.total, 1e-9) AS rel,
-                   en.cov AS ecov, en.r AS er
-            FROM pool_ranked ps CROSS JOIN bounds b CROSS JOIN fusion fu
-            LEFT JOIN ent_ranked en ON en.id = ps.id
-        ),
-        -- a candidate's session neighbours: the previous and next current note by
-        -- (created_at, seq), looked up once per long-term candidate
-        ordered AS MATERIALIZED (
-            SELECT pr.id, pr.rel, pid.id AS prev_id, nid.id AS next_id
-            FROM pool_rel pr
-            JOIN cortex.notes n ON n.user_id = $1 AND n.id = pr.id AND n.merged_into IS NULL
+        -- each long-term candidate's session neighbours: the previous and next current note by
+        -- (created_at, seq), and whether each passes the search's conditions (tier, session,
+        -- window, filter), so the scoring may add it to the candidates (expansion); looked up
+        -- only when smoothing or expansion asks for them ($20)
+        neighbours AS MATERIALIZED (
+            SELECT c.id, pv.id AS prev_id, coalesce(pv.ok, false) AS prev_ok,
+                   nx.id AS next_id, coalesce(nx.ok, false) AS next_ok
+            FROM pool p
+            JOIN cortex.notes c ON c.user_id = $1 AND c.id = p.id AND c.merged_into IS NULL
             LEFT JOIN LATERAL (
-                SELECT m.id FROM cortex.notes m
-                WHERE ($24 > 0 OR $25 > 0 OR $26 > 0)
-                  AND m.user_id = $1 AND m.session_id = n.session_id AND m.merged_into IS NULL
-                  AND (m.created_at, m.seq) < (n.created_at, n.seq)
-                ORDER BY m.created_at DESC, m.seq DESC LIMIT 1) pid ON true
+                SELECT n.id, ($10 IN ('all', 'ltm') AND ($9::text IS NULL OR n.session_id = $9) AND %3$s AND %4$s) AS ok
+                FROM cortex.notes n
+                WHERE $20 AND n.user_id = $1 AND n.session_id = c.session_id AND n.merged_into IS NULL
+                  AND (n.created_at, n.seq) < (c.created_at, c.seq)
+                ORDER BY n.created_at DESC, n.seq DESC LIMIT 1) pv ON true
             LEFT JOIN LATERAL (
-                SELECT m.id FROM cortex.notes m
-                WHERE ($24 > 0 OR $25 > 0 OR $26 > 0)
-                  AND m.user_id = $1 AND m.session_id = n.session_id AND m.merged_into IS NULL
-                  AND (m.created_at, m.seq) > (n.created_at, n.seq)
-                ORDER BY m.created_at, m.seq LIMIT 1) nid ON true
-        ),
-        -- expansion: the session neighbours of the 5 best notes join the pool (the evidence is
-        -- often the turn next to the best match) when they pass the search's conditions,
-        -- scored with the pool's bounds
-        expansion AS MATERIALIZED (
-            SELECT DISTINCT n.id
-            FROM (SELECT o.prev_id, o.next_id FROM ordered o ORDER BY o.rel DESC, o.id LIMIT $26) t
-            CROSS JOIN LATERAL (VALUES (t.prev_id), (t.next_id)) nb(id)
-            JOIN cortex.notes n ON n.user_id = $1 AND n.id = nb.id
-            WHERE $10 IN ('all', 'ltm') AND nb.id NOT IN (SELECT id FROM pool_rel)
-              AND ($9::text IS NULL OR n.session_id = $9) AND %3$s AND %4$s
-        ),
-%10$s
-        expanded AS MATERIALIZED (
-            SELECT id, v, s, rel, ecov, er FROM pool_rel
-            UNION ALL
-            SELECT es.id, es.v, es.s,
-                   (CASE WHEN $2::vector IS NULL THEN 0
-                         WHEN $20 = 'rrf' THEN fu.wv * ($27 + 1) / ($27 + 1 + (SELECT count(*) FROM pool_signals ps WHERE ps.v > es.v))
-                         ELSE fu.wv * CASE WHEN b.v_hi > b.v_lo THEN greatest(least((es.v - b.v_lo) / (b.v_hi - b.v_lo), 1), 0)
-                                           ELSE 1 END END
-                    + CASE WHEN cardinality($12::text[]) = 0 OR es.s <= 0 OR b.s_hi <= 0 THEN 0
-                           WHEN $20 = 'rrf' THEN fu.wt * ($27 + 1) / ($27 + 1 + (SELECT count(*) FROM pool_signals ps WHERE ps.s > es.s))
-                           ELSE fu.wt * least(es.s / b.s_hi, 1) END)
-                    / greatest(fu.total, 1e-9),
-                   NULL, NULL
-            FROM expansion_signals es CROSS JOIN bounds b CROSS JOIN fusion fu
-        ),
-        normed AS MATERIALIZED (
-            SELECT x.id, x.v, x.s, x.ecov, x.er,
-                   CASE WHEN max(x.rel) OVER () > min(x.rel) OVER ()
-                        THEN (x.rel - min(x.rel) OVER ()) / (max(x.rel) OVER () - min(x.rel) OVER ())
-                        ELSE x.rel END AS r
-            FROM expanded x
-        ),
-        -- adjacency among the candidates, both ways: an expansion note is the neighbour of the
-        -- pool note it was found from, and of any other pool note whose neighbour it is
-        adjacent AS MATERIALIZED (
-            SELECT a.id, a.nb, a.is_prev FROM (
-                SELECT o.id, o.prev_id AS nb, true AS is_prev FROM ordered o
-                UNION SELECT o.id, o.next_id, false FROM ordered o
-                UNION SELECT o.prev_id, o.id, false FROM ordered o
-                UNION SELECT o.next_id, o.id, true FROM ordered o) a
-            WHERE a.id IS NOT NULL AND a.nb IS NOT NULL
-        ),
-        -- neighbour smoothing: r + max($24 * r of the previous, $25 * r of the next note of
-        -- the session), a neighbour counting only when it is itself a candidate
-        smoothed AS (
-            SELECT nm.*, (nm.r + greatest($24 * coalesce(nbr.r_prev, 0), $25 * coalesce(nbr.r_next, 0)))
-                         / (1 + greatest($24, $25)) AS relevance
-            FROM normed nm
-            LEFT JOIN (SELECT a.id, max(x.r) FILTER (WHERE a.is_prev) AS r_prev,
-                              max(x.r) FILTER (WHERE NOT a.is_prev) AS r_next
-                       FROM adjacent a JOIN normed x ON x.id = a.nb
-                       GROUP BY a.id) nbr ON nbr.id = nm.id
-        ),
-        fused AS (
-            SELECT sm.id, sm.relevance, sm.s AS ts, sm.v, sm.ecov, sm.er,
-                   CASE WHEN sm.v IS NULL THEN NULL
-                        ELSE row_number() OVER (ORDER BY sm.v DESC NULLS LAST, sm.id) END::int AS vr,
-                   CASE WHEN sm.s > 0 THEN row_number() OVER (ORDER BY sm.s DESC, sm.id) END::int AS tr
-            FROM smoothed sm
-        ),
-        placed AS (
-            SELECT f.*, s.id IS NOT NULL AS in_stm,
-                   coalesce(s.created_at, n.created_at) AS created_at,
-                   CASE WHEN $14::vector IS NULL THEN NULL
-                        WHEN s.id IS NOT NULL AND s.model = %7$L THEN 1 - (s.embedding <=> $14)
-                        ELSE 1 - (SELECT min(e.embedding <=> $14) FROM cortex.embeddings e
-                                  WHERE e.user_id = $1 AND e.note_id = f.id AND e.model = %7$L
-                                    AND e.kind = 'text') END AS ctx
-            FROM fused f
-            LEFT JOIN cortex.stm_notes s
-                   ON s.user_id = $1 AND s.id = f.id AND $10 IN ('all', 'stm')
-            LEFT JOIN cortex.notes n
-                   ON n.user_id = $1 AND n.id = f.id AND $10 IN ('all', 'ltm') AND n.merged_into IS NULL
-            WHERE s.id IS NOT NULL OR n.id IS NOT NULL
-        ),
-        scored AS (
-            SELECT p.*, (1 - $5) * p.relevance + $5 * p.recency AS blended
-            FROM (SELECT p0.*,
-                         exp(-greatest(extract(epoch FROM ($8 - p0.created_at)), 0) / 86400.0 / 7.0)::float8
-                             AS recency
-                  FROM placed p0) p
-        ),
-        top AS (
-            SELECT sc.*, CASE WHEN sc.ctx IS NULL THEN sc.blended
-                              ELSE 0.3 * sc.blended + 0.7 * sc.ctx END::float8 AS final
-            FROM scored sc
-            ORDER BY final DESC, sc.id
-            LIMIT $4
+                SELECT n.id, ($10 IN ('all', 'ltm') AND ($9::text IS NULL OR n.session_id = $9) AND %3$s AND %4$s) AS ok
+                FROM cortex.notes n
+                WHERE $20 AND n.user_id = $1 AND n.session_id = c.session_id AND n.merged_into IS NULL
+                  AND (n.created_at, n.seq) > (c.created_at, c.seq)
+                ORDER BY n.created_at, n.seq LIMIT 1) nx ON true
         )
-        SELECT t.id, coalesce(s.user_id, n.user_id), coalesce(s.session_id, n.session_id),
-               CASE WHEN t.in_stm THEN 'stm' ELSE 'ltm' END,
-               coalesce(s.content, n.content), coalesce(s.keywords, n.keywords), coalesce(s.tags, n.tags),
-               CASE WHEN t.in_stm THEN s.context ELSE n.context END,
-               CASE WHEN t.in_stm THEN s.category ELSE n.category END,
-               coalesce(s.memory_type, n.memory_type), coalesce(s.metadata, n.metadata),
-               coalesce(s.importance, n.importance), t.created_at,
-               coalesce(s.updated_at, n.updated_at), coalesce(s.last_accessed_at, n.last_accessed_at),
-               coalesce(s.access_count, n.access_count),
-               t.final, t.relevance, t.v, 1 - t.v, coalesce(t.ts, 0)::float8, t.recency, t.vr, t.tr,
-               t.ctx::float8, t.ecov::float8, t.er
-        FROM top t
-        LEFT JOIN cortex.stm_notes s ON t.in_stm AND s.user_id = $1 AND s.id = t.id
-        LEFT JOIN cortex.notes n ON NOT t.in_stm AND n.user_id = $1 AND n.id = t.id
-        ORDER BY t.final DESC, t.id
-    $q$, v_vec_ltm, v_vec_stm, v_window_n, p_filter_n, p_filter_s, v_txt_ltm, p_model, v_entities,
-       format(v_signals, 'pool', p_model), format(v_signals, 'expansion', p_model));
+        SELECT array_agg(p.id ORDER BY p.id), array_agg(en.cov ORDER BY p.id), array_agg(en.r ORDER BY p.id),
+               array_agg(nb.id IS NOT NULL ORDER BY p.id),
+               array_agg(nb.prev_id ORDER BY p.id), array_agg(coalesce(nb.prev_ok, false) ORDER BY p.id),
+               array_agg(nb.next_id ORDER BY p.id), array_agg(coalesce(nb.next_ok, false) ORDER BY p.id),
+               (SELECT w FROM ent_weight)
+        FROM pool p
+        LEFT JOIN ent_ranked en ON en.id = p.id
+        LEFT JOIN neighbours nb ON nb.id = p.id
+    $q$, v_vec_ltm, v_vec_stm, v_window_n, p_filter_n, p_filter_s, v_txt_ltm, p_model, v_entities);
 END
+$fn$;
+
+-- cortex.search_signals(...) -> (id, v, s): the two signals of a set of notes (search_notes'
+-- candidates): v = (1 - c) * w * cos(q, text) + c * cos(q, context), c = p_context_weight, with
+-- the text's best window, the text's cosine standing in for a missing context embedding (an
+-- STM-only note: its STM copy's embedding for both), w = least(1, sqrt(dl / p_length_prior))
+-- (1 when p_length_prior = 0 or without a query embedding), dl = the note's distinct lexemes
+-- (from its postings, else its STM copy's tsvector, 0 for none); v is NULL without a query
+-- embedding. s = Okapi BM25 of the note over p_terms (k1 = 1.2, b = 0.75, Lucene idf from
+-- p_n and cortex.bm25_terms, average length p_avgdl; an STM-only note scored from its
+-- tsvector with the same statistics), 0 without a matching term.
+CREATE OR REPLACE FUNCTION cortex.search_signals(
+    p_user_id text, p_ids uuid[], p_model text, p_query vector, p_terms text[], p_n float8,
+    p_avgdl float8, p_memory_source text, p_context_weight float8, p_length_prior float8
+) RETURNS TABLE (id uuid, v float8, s float8)
+LANGUAGE sql STABLE AS $fn$
+    WITH q_terms AS MATERIALIZED (
+        SELECT q.lexeme, ln(1 + (p_n - coalesce(t.df, 0) + 0.5) / (coalesce(t.df, 0) + 0.5)) AS idf
+        FROM unnest(p_terms) AS q(lexeme)
+        LEFT JOIN cortex.bm25_terms t ON t.user_id = p_user_id AND t.lexeme = q.lexeme
+    )
+    SELECT x.id,
+           CASE WHEN p_query IS NULL THEN NULL ELSE coalesce(
+               (SELECT (1 - p_context_weight) * lp.w * (1 - min(e.embedding <=> p_query) FILTER (WHERE e.kind = 'text'))
+                       + p_context_weight * (1 - coalesce(min(e.embedding <=> p_query) FILTER (WHERE e.kind = 'context'),
+                                                          min(e.embedding <=> p_query) FILTER (WHERE e.kind = 'text')))
+                FROM cortex.embeddings e
+                WHERE e.user_id = p_user_id AND e.note_id = x.id AND e.model = p_model
+                  AND p_memory_source IN ('all', 'ltm')),
+               (SELECT ((1 - p_context_weight) * lp.w + p_context_weight) * (1 - (s.embedding <=> p_query))
+                FROM cortex.stm_notes s
+                WHERE s.user_id = p_user_id AND s.id = x.id AND s.model = p_model)) END::float8,
+           coalesce((SELECT sum(q.idf * h.tf * (1.2 + 1) / (h.tf + 1.2 * (1 - 0.75 + 0.75 * h.dl / p_avgdl)))
+                     FROM (SELECT p.lexeme, p.tf::float8 AS tf, p.dl::float8 AS dl
+                           FROM cortex.bm25_postings p
+                           WHERE p.user_id = p_user_id AND p.note_id = x.id AND p.lexeme = ANY (p_terms)
+                             AND p_memory_source IN ('all', 'ltm')
+                           UNION ALL
+                           SELECT t.lexeme, coalesce(cardinality(t.positions), 1)::float8, length(s.tsv)::float8
+                           FROM cortex.stm_notes s, unnest(s.tsv) AS t
+                           WHERE s.user_id = p_user_id AND s.id = x.id AND p_memory_source IN ('all', 'stm')
+                             AND t.lexeme = ANY (p_terms)
+                             AND NOT EXISTS (SELECT 1 FROM cortex.bm25_postings p2
+                                             WHERE p2.user_id = p_user_id AND p2.note_id = x.id
+                                               AND p_memory_source IN ('all', 'ltm'))) h
+                     JOIN q_terms q ON q.lexeme = h.lexeme), 0)::float8
+    FROM unnest(p_ids) AS x(id)
+    CROSS JOIN LATERAL (
+        SELECT CASE WHEN p_query IS NULL OR p_length_prior <= 0 THEN 1 ELSE least(1, sqrt(coalesce(
+            (SELECT p.dl FROM cortex.bm25_postings p
+             WHERE p.user_id = p_user_id AND p.note_id = x.id AND p_memory_source IN ('all', 'ltm') LIMIT 1),
+            (SELECT length(s.tsv) FROM cortex.stm_notes s WHERE s.user_id = p_user_id AND s.id = x.id),
+            0)::float8 / p_length_prior)) END AS w) lp
 $fn$;
 
 CREATE OR REPLACE FUNCTION cortex.search_notes(
@@ -557,6 +452,16 @@ DECLARE
     v_smoothing_next float8 := 0.3;
     v_expansion int := 5;
     v_rrf_k float8 := 60;
+    v_ids uuid[];
+    v_ecov float8[];
+    v_er int[];
+    v_in_ltm boolean[];
+    v_prev uuid[];
+    v_prev_ok boolean[];
+    v_next uuid[];
+    v_next_ok boolean[];
+    v_ent_w float8;
+    v_plan_mode text;
 BEGIN
     IF p_user_id IS NULL THEN
         RAISE EXCEPTION 'p_user_id must not be NULL' USING ERRCODE = '22023';
@@ -659,13 +564,195 @@ BEGIN
         END IF;
     END IF;
 
-    RETURN QUERY EXECUTE cortex.search_statement(
+    -- step 1, the candidates (dynamic: the model's index expression and the compiled filter are
+    -- part of its text, and it is planned for the call's values, so a tenant's HNSW index or
+    -- an exact scan of a small tenant is chosen as fits)
+    EXECUTE cortex.search_statement(
         coalesce(v_model, ''), coalesce(v_dim, 1),
         cortex.compile_filter(p_filter, 'n'), cortex.compile_filter(p_filter, 's'), v_ent_weight > 0)
+    INTO v_ids, v_ecov, v_er, v_in_ltm, v_prev, v_prev_ok, v_next, v_next_ok, v_ent_w
     USING p_user_id, p_query_embedding, v_tsq, p_limit, p_temporal_weight::float8, p_date_from, p_date_to,
           p_now, p_session_id, p_memory_source, v_pool, v_terms, v_rankers, p_context_embedding,
           p_query_entities, v_ent_weight, p_expand_entities, v_n, v_avgdl,
-          v_fusion, v_vector_weight, v_context_weight, v_length_prior, v_smoothing_prev, v_smoothing_next,
-          v_expansion, v_rrf_k;
+          v_smoothing_prev > 0 OR v_smoothing_next > 0 OR v_expansion > 0;
+    IF v_ids IS NULL THEN
+        RETURN;
+    END IF;
+    v_ent_w := coalesce(v_ent_w, 0);
+
+    -- step 2, the scoring of the candidates: static SQL, so its plan is made once per session
+    -- and kept (generic: it only looks notes up by id)
+    v_plan_mode := current_setting('plan_cache_mode');
+    PERFORM set_config('plan_cache_mode', 'force_generic_plan', true);
+    RETURN QUERY
+    WITH
+    pool AS MATERIALIZED (
+        SELECT c.id, c.ecov, c.er, c.in_ltm, c.prev_id, c.prev_ok, c.next_id, c.next_ok
+        FROM unnest(v_ids, v_ecov, v_er, v_in_ltm, v_prev, v_prev_ok, v_next, v_next_ok)
+             AS c(id, ecov, er, in_ltm, prev_id, prev_ok, next_id, next_ok)
+    ),
+    pool_signals AS MATERIALIZED (
+        SELECT * FROM cortex.search_signals(p_user_id, v_ids, v_model, p_query_embedding, v_terms, v_n,
+                                            v_avgdl, p_memory_source, v_context_weight, v_length_prior)
+    ),
+    bounds AS (
+        SELECT min(ps.v) AS v_lo, max(ps.v) AS v_hi, max(ps.s) AS s_hi FROM pool_signals ps
+    ),
+    -- the signals' weights: w_v = vector_weight, w_t = 1 - w_v, w_e the entity list's (a search
+    -- with a single signal weighs it alone when its weight is 0)
+    fusion AS (
+        SELECT x.wv, x.wt, v_ent_w AS w, (x.wv + x.wt + v_ent_w)::float8 AS total
+        FROM (SELECT
+            CASE WHEN p_query_embedding IS NULL THEN 0
+                 WHEN cardinality(v_terms) = 0 AND v_vector_weight = 0 THEN 1 ELSE v_vector_weight END::float8 AS wv,
+            CASE WHEN cardinality(v_terms) = 0 THEN 0
+                 WHEN p_query_embedding IS NULL AND v_vector_weight = 1 THEN 1 ELSE 1 - v_vector_weight END::float8 AS wt) x
+    ),
+    -- each candidate's rank by v and by s (s > 0), for reciprocal rank fusion
+    pool_ranked AS MATERIALIZED (
+        SELECT ps.*, row_number() OVER (ORDER BY ps.v DESC NULLS LAST, ps.id)::float8 AS vrk,
+               row_number() OVER (ORDER BY ps.s DESC, ps.id)::float8 AS trk
+        FROM pool_signals ps
+    ),
+    -- fusion: w_v * minmax(v) + w_t * s / max(s) (score) or w_v * (k + 1) / (k + rank by v)
+    -- + w_t * (k + 1) / (k + rank by s) (rrf), + w_e * the entity list's coverage, divided by
+    -- the weights of the signals present
+    pool_rel AS MATERIALIZED (
+        SELECT ps.id, ps.v, ps.s,
+               (CASE WHEN p_query_embedding IS NULL THEN 0
+                     WHEN v_fusion = 'rrf' THEN fu.wv * (v_rrf_k + 1) / (v_rrf_k + ps.vrk)
+                     ELSE fu.wv * CASE WHEN b.v_hi > b.v_lo THEN (ps.v - b.v_lo) / (b.v_hi - b.v_lo) ELSE 1 END END
+                + CASE WHEN cardinality(v_terms) = 0 OR ps.s <= 0 THEN 0
+                       WHEN v_fusion = 'rrf' THEN fu.wt * (v_rrf_k + 1) / (v_rrf_k + ps.trk)
+                       ELSE fu.wt * ps.s / b.s_hi END
+                + fu.w * coalesce(p.ecov, 0)) / greatest(fu.total, 1e-9) AS rel,
+               p.ecov, p.er
+        FROM pool_ranked ps JOIN pool p ON p.id = ps.id CROSS JOIN bounds b CROSS JOIN fusion fu
+    ),
+    -- the long-term candidates with their session neighbours (found in step 1)
+    ordered AS MATERIALIZED (
+        SELECT pr.id, pr.rel, p.prev_id, p.prev_ok, p.next_id, p.next_ok
+        FROM pool_rel pr JOIN pool p ON p.id = pr.id
+        WHERE p.in_ltm
+    ),
+    -- expansion: the session neighbours of the `expansion` best notes join the candidates (the
+    -- evidence is often the turn next to the best match) when they pass the search's
+    -- conditions, scored with the candidates' bounds
+    expansion AS MATERIALIZED (
+        SELECT DISTINCT nb.id
+        FROM (SELECT o.* FROM ordered o ORDER BY o.rel DESC, o.id LIMIT v_expansion) t
+        CROSS JOIN LATERAL (VALUES (t.prev_id, t.prev_ok), (t.next_id, t.next_ok)) nb(id, ok)
+        WHERE nb.ok AND nb.id NOT IN (SELECT pr.id FROM pool_rel pr)
+    ),
+    expansion_signals AS MATERIALIZED (
+        SELECT * FROM cortex.search_signals(p_user_id, ARRAY(SELECT x.id FROM expansion x), v_model,
+                                            p_query_embedding, v_terms, v_n, v_avgdl, p_memory_source,
+                                            v_context_weight, v_length_prior)
+    ),
+    expanded AS MATERIALIZED (
+        SELECT pr.id, pr.v, pr.s, pr.rel, pr.ecov, pr.er FROM pool_rel pr
+        UNION ALL
+        SELECT es.id, es.v, es.s,
+               (CASE WHEN p_query_embedding IS NULL THEN 0
+                     WHEN v_fusion = 'rrf'
+                          THEN fu.wv * (v_rrf_k + 1) / (v_rrf_k + 1 + (SELECT count(*) FROM pool_signals ps WHERE ps.v > es.v))
+                     ELSE fu.wv * CASE WHEN b.v_hi > b.v_lo THEN greatest(least((es.v - b.v_lo) / (b.v_hi - b.v_lo), 1), 0)
+                                       ELSE 1 END END
+                + CASE WHEN cardinality(v_terms) = 0 OR es.s <= 0 OR b.s_hi <= 0 THEN 0
+                       WHEN v_fusion = 'rrf'
+                            THEN fu.wt * (v_rrf_k + 1) / (v_rrf_k + 1 + (SELECT count(*) FROM pool_signals ps WHERE ps.s > es.s))
+                       ELSE fu.wt * least(es.s / b.s_hi, 1) END)
+                / greatest(fu.total, 1e-9),
+               NULL::float8, NULL::int
+        FROM expansion_signals es CROSS JOIN bounds b CROSS JOIN fusion fu
+    ),
+    normed AS MATERIALIZED (
+        SELECT x.id, x.v, x.s, x.ecov, x.er,
+               CASE WHEN max(x.rel) OVER () > min(x.rel) OVER ()
+                    THEN (x.rel - min(x.rel) OVER ()) / (max(x.rel) OVER () - min(x.rel) OVER ())
+                    ELSE x.rel END AS r
+        FROM expanded x
+    ),
+    -- adjacency among the candidates, both ways: an expansion note is the neighbour of the
+    -- candidate it was found from, and of any other candidate whose neighbour it is
+    adjacent AS MATERIALIZED (
+        SELECT a.id, a.nb, a.is_prev FROM (
+            SELECT o.id, o.prev_id AS nb, true AS is_prev FROM ordered o
+            UNION SELECT o.id, o.next_id, false FROM ordered o
+            UNION SELECT o.prev_id, o.id, false FROM ordered o
+            UNION SELECT o.next_id, o.id, true FROM ordered o) a
+        WHERE a.id IS NOT NULL AND a.nb IS NOT NULL
+    ),
+    -- neighbour smoothing: r + max(smoothing_prev * r of the previous, smoothing_next * r of the
+    -- next note of the session), a neighbour counting only when it is itself a candidate
+    smoothed AS (
+        SELECT nm.*, (nm.r + greatest(v_smoothing_prev * coalesce(nbr.r_prev, 0),
+                                      v_smoothing_next * coalesce(nbr.r_next, 0)))
+                     / (1 + greatest(v_smoothing_prev, v_smoothing_next)) AS relevance
+        FROM normed nm
+        LEFT JOIN (SELECT a.id, max(x.r) FILTER (WHERE a.is_prev) AS r_prev,
+                          max(x.r) FILTER (WHERE NOT a.is_prev) AS r_next
+                   FROM adjacent a JOIN normed x ON x.id = a.nb
+                   GROUP BY a.id) nbr ON nbr.id = nm.id
+    ),
+    fused AS (
+        SELECT sm.id, sm.relevance, sm.s AS ts, sm.v, sm.ecov, sm.er,
+               CASE WHEN sm.v IS NULL THEN NULL
+                    ELSE row_number() OVER (ORDER BY sm.v DESC NULLS LAST, sm.id) END::int AS vr,
+               CASE WHEN sm.s > 0 THEN row_number() OVER (ORDER BY sm.s DESC, sm.id) END::int AS tr
+        FROM smoothed sm
+    ),
+    -- (lookups by id written as LATERAL ... LIMIT 1: the plan is generic, and a join would be
+    -- planned for candidates of unknown number, reading the tenant's notes whole)
+    placed AS (
+        SELECT f.*, s.id IS NOT NULL AS in_stm,
+               coalesce(s.created_at, n.created_at) AS created_at,
+               CASE WHEN p_context_embedding IS NULL THEN NULL
+                    WHEN s.id IS NOT NULL AND s.model = v_model THEN 1 - (s.embedding <=> p_context_embedding)
+                    ELSE 1 - (SELECT min(e.embedding <=> p_context_embedding) FROM cortex.embeddings e
+                              WHERE e.user_id = p_user_id AND e.note_id = f.id AND e.model = v_model
+                                AND e.kind = 'text') END AS ctx
+        FROM fused f
+        LEFT JOIN LATERAL (
+            SELECT s.id, s.created_at, s.model, s.embedding FROM cortex.stm_notes s
+            WHERE s.user_id = p_user_id AND s.id = f.id AND p_memory_source IN ('all', 'stm') LIMIT 1) s ON true
+        LEFT JOIN LATERAL (
+            SELECT n.id, n.created_at FROM cortex.notes n
+            WHERE n.user_id = p_user_id AND n.id = f.id AND p_memory_source IN ('all', 'ltm')
+              AND n.merged_into IS NULL LIMIT 1) n ON true
+        WHERE s.id IS NOT NULL OR n.id IS NOT NULL
+    ),
+    scored AS (
+        SELECT p.*, (1 - p_temporal_weight) * p.relevance + p_temporal_weight * p.recency AS blended
+        FROM (SELECT p0.*,
+                     exp(-greatest(extract(epoch FROM (p_now - p0.created_at)), 0) / 86400.0 / 7.0)::float8
+                         AS recency
+              FROM placed p0) p
+    ),
+    top AS (
+        SELECT sc.*, CASE WHEN sc.ctx IS NULL THEN sc.blended
+                          ELSE 0.3 * sc.blended + 0.7 * sc.ctx END::float8 AS final
+        FROM scored sc
+        ORDER BY final DESC, sc.id
+        LIMIT p_limit
+    )
+    SELECT t.id, coalesce(s.user_id, n.user_id), coalesce(s.session_id, n.session_id),
+           CASE WHEN t.in_stm THEN 'stm' ELSE 'ltm' END,
+           coalesce(s.content, n.content), coalesce(s.keywords, n.keywords), coalesce(s.tags, n.tags),
+           CASE WHEN t.in_stm THEN s.context ELSE n.context END,
+           CASE WHEN t.in_stm THEN s.category ELSE n.category END,
+           coalesce(s.memory_type, n.memory_type), coalesce(s.metadata, n.metadata),
+           coalesce(s.importance, n.importance), t.created_at,
+           coalesce(s.updated_at, n.updated_at), coalesce(s.last_accessed_at, n.last_accessed_at),
+           coalesce(s.access_count, n.access_count),
+           t.final, t.relevance, t.v, 1 - t.v, coalesce(t.ts, 0)::float8, t.recency, t.vr, t.tr,
+           t.ctx::float8, t.ecov::float8, t.er
+    FROM top t
+    LEFT JOIN LATERAL (SELECT s.* FROM cortex.stm_notes s
+                       WHERE t.in_stm AND s.user_id = p_user_id AND s.id = t.id LIMIT 1) s ON true
+    LEFT JOIN LATERAL (SELECT n.* FROM cortex.notes n
+                       WHERE NOT t.in_stm AND n.user_id = p_user_id AND n.id = t.id LIMIT 1) n ON true
+    ORDER BY t.final DESC, t.id;
+    PERFORM set_config('plan_cache_mode', v_plan_mode, true);
 END
 $fn$;
