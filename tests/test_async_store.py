@@ -145,6 +145,12 @@ def test_search_filters(api: Api) -> None:
     assert recent[0].id == new and recent[0].recency_score > recent[1].recency_score
     ctx = api.search("project meeting", user_id="u1", context="retrospective", now=now)
     assert all(h.context_score is not None for h in ctx)
+    # the ranking argument, both APIs: BM25 alone puts the note with more query terms first
+    bm25 = api.search("project kickoff", user_id="u1", now=now, ranking={"vector_weight": 0, "expansion": 0})
+    assert bm25[0].id == old and bm25[0].text_score > bm25[1].text_score
+    with pytest.raises(ValidationError) as err:
+        api.search("project", user_id="u1", ranking={"fusion": "max"})
+    assert err.value.field == "ranking.fusion"
 
 
 def test_links_and_linked_notes(api: Api) -> None:

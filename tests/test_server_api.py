@@ -92,6 +92,7 @@ def test_search_takes_the_store_fields_and_returns_every_score_part(client, alic
         "context": "talking about animals",
         "touch": False,
         "include_links": True,
+        "ranking": {"smoothing_prev": 0.5, "expansion": 3},
     }
     r = client.post("/search", json=body, headers=alice)
     assert r.status_code == 200, r.text
@@ -180,6 +181,8 @@ BAD_REQUESTS = [
     ("post", "/search", {"query": "x", "where_filter": {"tags": {"$regex": "x"}}}, "where_filter", ""),
     ("post", "/search", {"query": "x", "date_from": "2024-02-01", "date_to": "2024-01-01"}, "date_to", ""),
     ("post", "/search", {"query": "x", "memory_source": "both"}, "memory_source", ""),
+    ("post", "/search", {"query": "x", "ranking": {"smoothing": 0.3}}, "ranking.smoothing", "unknown"),
+    ("post", "/search", {"query": "x", "ranking": {"vector_weight": 2}}, "ranking.vector_weight", ""),
     ("get", "/notes?limit=0", None, "limit", ""),
     ("get", "/notes?limt=5", None, "limt", "not a query parameter"),
     ("get", "/notes/not-a-uuid", None, "id", ""),

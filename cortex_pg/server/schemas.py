@@ -112,6 +112,11 @@ class SearchIn(BaseModel):
     entities: bool = False
     expand_entities: bool = False
     entity_weight: float = Field(0.5, ge=0, le=10)
+    ranking: dict[str, Any] | None = Field(
+        None,
+        description="The ranking's constants (fusion, vector_weight, context_weight, length_prior, "
+        "smoothing_prev, smoothing_next, expansion, rrf_k), each optional; none = the defaults.",
+    )
 
 
 # ---------------------------------------------------------------------- responses
