@@ -67,7 +67,10 @@
 --     cortex.bm25_terms (kept exact by triggers, see bm25_index/v1.sql), never recounted;
 --   * full-text candidates come from cortex.bm25_postings: for each query term, its best
 --     `pool` postings by impact (all of them when df <= pool), so a common word costs at most
---     `pool` index entries; every candidate (full-text or vector) is then scored exactly;
+--     `pool` index entries; since v8 the notes found are cut to the `pool` best by
+--     sum(idf * impact), so a query of many terms scores pool notes, not pool per term (a
+--     10-term query on a 2,000-note tenant: 101 candidates -> 36; LoCoMo dev R@5 / R@10
+--     67.4 / 77.2 -> 67.3 / 77.3); every candidate (full-text or vector) is then scored exactly;
 --   * the pool scales with the limit: pool = max(2 * limit, 20) per ranker since v6 (v4, v5:
 --     max(2 * limit, 40); on LoCoMo dev R@5/10/25/50 moved by at most 0.1 and the candidates
 --     to score halved), so any limit <= 10 ranks the same top; hnsw.ef_search = pool;
@@ -256,13 +259,13 @@ $q$, v_window_n, p_filter_n, p_model);
     -- a term's best postings by impact; with a session, window or filter, only notes that pass
     -- (the two forms are alternatives: one-time filters on the parameters pick one)
     v_txt_ltm := format($q$
-            SELECT p.note_id FROM cortex.bm25_postings p
+            SELECT p.note_id, p.impact FROM cortex.bm25_postings p
             WHERE $9::text IS NULL AND $6::timestamptz IS NULL AND $7::timestamptz IS NULL AND %1$L = 'true'
               AND p.user_id = $1 AND p.lexeme = q.lexeme
             ORDER BY p.impact DESC, p.note_id
             LIMIT $11
             ) UNION ALL (
-            SELECT p.note_id FROM cortex.bm25_postings p
+            SELECT p.note_id, p.impact FROM cortex.bm25_postings p
             JOIN cortex.notes n ON n.user_id = p.user_id AND n.id = p.note_id
             WHERE NOT ($9::text IS NULL AND $6::timestamptz IS NULL AND $7::timestamptz IS NULL AND %1$L = 'true')
               AND p.user_id = $1 AND p.lexeme = q.lexeme AND ($9::text IS NULL OR n.session_id = $9)
@@ -272,16 +275,23 @@ $q$, v_window_n, p_filter_n, p_model);
     RETURN format($q$
         WITH
         q_terms AS MATERIALIZED (
-            SELECT q.lexeme FROM unnest($12::text[]) AS q(lexeme)
+            SELECT q.lexeme, ln(1 + ($18 - coalesce(t.df, 0) + 0.5) / (coalesce(t.df, 0) + 0.5)) AS idf
+            FROM unnest($12::text[]) AS q(lexeme)
+            LEFT JOIN cortex.bm25_terms t ON t.user_id = $1 AND t.lexeme = q.lexeme
         ),
         vec AS MATERIALIZED (
             SELECT v.id FROM ((%1$s) UNION ALL (%2$s)) v
             GROUP BY v.id ORDER BY min(v.dist), v.id LIMIT $11
         ),
+        -- the pool notes of best approximate BM25 (sum of idf * impact over the terms whose
+        -- best postings hold them; v8: v4-v7 kept every note found, up to pool per term)
         txt_cand AS MATERIALIZED (
-            SELECT DISTINCT c.note_id AS id
+            SELECT c.note_id AS id
             FROM q_terms q CROSS JOIN LATERAL ((%6$s)) c
             WHERE $10 IN ('all', 'ltm')
+            GROUP BY c.note_id
+            ORDER BY sum(q.idf * c.impact) DESC, c.note_id
+            LIMIT $11
         ),
         stm_hits AS MATERIALIZED (
             SELECT s.id, t.lexeme, coalesce(cardinality(t.positions), 1)::float8 AS tf, length(s.tsv)::float8 AS dl
