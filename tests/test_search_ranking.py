@@ -55,6 +55,13 @@ def test_a_bad_ranking_is_refused_naming_its_key(store, ranking, field) -> None:
     assert err.value.field == field
 
 
+def test_a_ranking_built_directly_is_checked_alike() -> None:
+    with pytest.raises(ValidationError) as err:
+        Ranking(smoothing_prev=2)
+    assert err.value.field == "ranking.smoothing_prev"
+    assert Ranking(expansion=3.0).expansion == 3 and Ranking(vector_weight=1).vector_weight == 1.0
+
+
 @pytest.mark.parametrize(
     "p_ranking",
     [

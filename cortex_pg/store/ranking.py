@@ -51,6 +51,14 @@ class Ranking:
     expansion: int = 5
     rrf_k: float = 60.0
 
+    def __post_init__(self) -> None:
+        for key in _RANGES:
+            object.__setattr__(self, key, _checked(key, getattr(self, key), "ranking"))
+        if self.fusion not in FUSIONS:
+            raise ValidationError(
+                "ranking.fusion", f"must be one of {', '.join(FUSIONS)}, got {self.fusion!r}"
+            )
+
     @classmethod
     def parse(cls, value: Ranking | Mapping[str, Any] | None, field: str = "ranking") -> Ranking:
         """A ranking from None (the defaults), a :class:`Ranking`, or a mapping of some of its
@@ -58,7 +66,8 @@ class Ranking:
 
         Raises:
             ValidationError: not a mapping, an unknown key, or a value of the wrong type or out
-                of range; the field is ``ranking.<key>``.
+                of range; the field is ``ranking.<key>`` (a Ranking built directly checks its
+                values alike).
         """
         if value is None:
             return cls()
@@ -67,27 +76,10 @@ class Ranking:
         if not isinstance(value, Mapping):
             raise ValidationError(field, f"must be a Ranking or a mapping, got {type(value).__name__}")
         known = {f.name for f in fields(cls)}
-        changes: dict[str, Any] = {}
-        for key, raw in value.items():
-            where = f"{field}.{key}"
+        for key in value:
             if key not in known:
-                raise ValidationError(where, f"unknown; known keys: {', '.join(sorted(known))}")
-            if key == "fusion":
-                if raw not in FUSIONS:
-                    raise ValidationError(where, f"must be one of {', '.join(FUSIONS)}, got {raw!r}")
-                changes[key] = raw
-                continue
-            if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
-                raise ValidationError(where, f"must be a number, got {raw!r}")
-            low, high = _RANGES[key]
-            if not low <= raw <= high:
-                raise ValidationError(where, f"must be in [{low}, {high}], got {raw!r}")
-            if key == "expansion":
-                if raw != int(raw):
-                    raise ValidationError(where, f"must be a whole number, got {raw!r}")
-                raw = int(raw)
-            changes[key] = float(raw) if key != "expansion" else raw
-        return replace(cls(), **changes)
+                raise ValidationError(f"{field}.{key}", f"unknown; known keys: {', '.join(sorted(known))}")
+        return replace(cls(), **value)
 
     def to_json(self) -> str:
         """The ``p_ranking`` argument of ``cortex.search_notes`` (every attribute)."""
@@ -103,3 +95,18 @@ _RANGES: dict[str, tuple[float, float]] = {
     "expansion": (0, 50),
     "rrf_k": (1, 10000),
 }
+
+
+def _checked(key: str, raw: object, field: str) -> float | int:
+    """``raw`` as the number attribute ``key`` holds (``expansion`` a whole number)."""
+    where = f"{field}.{key}"
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
+        raise ValidationError(where, f"must be a number, got {raw!r}")
+    low, high = _RANGES[key]
+    if not low <= raw <= high:
+        raise ValidationError(where, f"must be in [{low}, {high}], got {raw!r}")
+    if key == "expansion":
+        if raw != int(raw):
+            raise ValidationError(where, f"must be a whole number, got {raw!r}")
+        return int(raw)
+    return float(raw)
