@@ -137,7 +137,10 @@
 -- none), and with or without the entity list (p_entities). It returns one row of arrays in
 -- candidate order: ids, entity coverage, entity rank, whether each is a current long-term
 -- note, its previous note, whether that passes the search's conditions, its next note, the
--- same, and the entity list's weight w_e. Its
+-- same, and the entity list's weight w_e. The parts a search cannot use are left out, for a
+-- shorter planning: the vector scans when p_vector is false (no query embedding), the
+-- full-text ones when p_text is false (no query term), the tier p_tiers ('all' | 'ltm' |
+-- 'stm') does not search, the neighbour lookups when p_neighbours is false. Its
 -- parameters, in order: $1 user_id, $2 query embedding, $3 tsquery of the query terms,
 -- $4 limit, $5 temporal weight, $6 date_from, $7 date_to, $8 now, $9 session_id,
 -- $10 memory_source, $11 pool, $12 query lexemes, $13 number of rankers, $14 context
@@ -146,7 +149,8 @@
 -- the neighbours up (smoothing or expansion asked for).
 CREATE OR REPLACE FUNCTION cortex.search_statement(
     p_model text, p_dim int, p_filter_n text DEFAULT 'true', p_filter_s text DEFAULT 'true',
-    p_entities boolean DEFAULT false
+    p_entities boolean DEFAULT false, p_vector boolean DEFAULT true, p_text boolean DEFAULT true,
+    p_tiers text DEFAULT 'all', p_neighbours boolean DEFAULT true
 ) RETURNS text
 LANGUAGE plpgsql IMMUTABLE AS $fn$
 DECLARE
@@ -155,6 +159,14 @@ DECLARE
     v_vec_ltm text;
     v_vec_stm text;
     v_txt_ltm text;
+    v_stm_txt text := format($q$
+            SELECT s.id FROM cortex.stm_notes s
+            WHERE s.user_id = $1 AND ($9::text IS NULL OR s.session_id = $9) AND $10 IN ('all', 'stm')
+              AND s.tsv @@ $3
+              AND ($6::timestamptz IS NULL OR s.created_at >= $6)
+              AND ($7::timestamptz IS NULL OR s.created_at < $7)
+              AND %1$s$q$, p_filter_s);
+    v_neighbours text;
     v_entities text := $q$
         ent_ranked AS (SELECT NULL::uuid AS id, NULL::float8 AS cov, NULL::int AS r WHERE false),
         ent_weight AS (SELECT 0::float8 AS w),
@@ -272,6 +284,45 @@ $q$, v_window_n, p_filter_n, p_model);
               AND %2$s AND %1$s
             ORDER BY p.impact DESC, p.note_id
             LIMIT $11$q$, p_filter_n, v_window_n);
+    -- each long-term candidate's session neighbours: the previous and next current note by
+    -- (created_at, seq), and whether each passes the search's conditions (tier, session,
+    -- window, filter), so the scoring may add it to the candidates (expansion); left out when
+    -- smoothing and expansion are off
+    v_neighbours := CASE WHEN p_neighbours THEN format($q$
+        neighbours AS MATERIALIZED (
+            SELECT c.id, pv.id AS prev_id, coalesce(pv.ok, false) AS prev_ok,
+                   nx.id AS next_id, coalesce(nx.ok, false) AS next_ok
+            FROM pool p
+            JOIN cortex.notes c ON c.user_id = $1 AND c.id = p.id AND c.merged_into IS NULL
+            LEFT JOIN LATERAL (
+                SELECT n.id, ($10 IN ('all', 'ltm') AND ($9::text IS NULL OR n.session_id = $9) AND %1$s AND %2$s) AS ok
+                FROM cortex.notes n
+                WHERE $20 AND n.user_id = $1 AND n.session_id = c.session_id AND n.merged_into IS NULL
+                  AND (n.created_at, n.seq) < (c.created_at, c.seq)
+                ORDER BY n.created_at DESC, n.seq DESC LIMIT 1) pv ON true
+            LEFT JOIN LATERAL (
+                SELECT n.id, ($10 IN ('all', 'ltm') AND ($9::text IS NULL OR n.session_id = $9) AND %1$s AND %2$s) AS ok
+                FROM cortex.notes n
+                WHERE $20 AND n.user_id = $1 AND n.session_id = c.session_id AND n.merged_into IS NULL
+                  AND (n.created_at, n.seq) > (c.created_at, c.seq)
+                ORDER BY n.created_at, n.seq LIMIT 1) nx ON true
+        )$q$, v_window_n, p_filter_n) ELSE $q$
+        neighbours AS (SELECT NULL::uuid AS id, NULL::uuid AS prev_id, false AS prev_ok,
+                              NULL::uuid AS next_id, false AS next_ok WHERE false)$q$ END;
+    -- the parts a search cannot use are left out (shorter planning): the vector scans without
+    -- a query embedding, the full-text ones without a query term, a tier not searched
+    IF NOT p_vector OR p_tiers = 'stm' THEN
+        v_vec_ltm := 'SELECT NULL::uuid AS id, NULL::float8 AS dist WHERE false';
+    END IF;
+    IF NOT p_vector OR p_tiers = 'ltm' THEN
+        v_vec_stm := 'SELECT NULL::uuid AS id, NULL::float8 AS dist WHERE false';
+    END IF;
+    IF NOT p_text OR p_tiers = 'stm' THEN
+        v_txt_ltm := 'SELECT NULL::uuid AS note_id, NULL::real AS impact WHERE false';
+    END IF;
+    IF NOT p_text OR p_tiers = 'ltm' THEN
+        v_stm_txt := 'SELECT NULL::uuid AS id WHERE false';
+    END IF;
     RETURN format($q$
         WITH
         q_terms AS MATERIALIZED (
@@ -294,41 +345,15 @@ $q$, v_window_n, p_filter_n, p_model);
             LIMIT $11
         ),
         stm_hits AS MATERIALIZED (
-            SELECT s.id, t.lexeme, coalesce(cardinality(t.positions), 1)::float8 AS tf, length(s.tsv)::float8 AS dl
-            FROM cortex.stm_notes s, LATERAL unnest(s.tsv) AS t
-            WHERE s.user_id = $1 AND ($9::text IS NULL OR s.session_id = $9) AND $10 IN ('all', 'stm')
-              AND s.tsv @@ $3 AND t.lexeme = ANY ($12)
-              AND ($6::timestamptz IS NULL OR s.created_at >= $6)
-              AND ($7::timestamptz IS NULL OR s.created_at < $7)
-              AND %5$s
+            %9$s
         ),
 %8$s
         pool AS MATERIALIZED (
             SELECT id FROM vec UNION SELECT id FROM txt_cand
-            UNION SELECT DISTINCT id FROM stm_hits UNION SELECT id FROM ent_ranked
+            UNION SELECT id FROM stm_hits UNION SELECT id FROM ent_ranked
         ),
-        -- each long-term candidate's session neighbours: the previous and next current note by
-        -- (created_at, seq), and whether each passes the search's conditions (tier, session,
-        -- window, filter), so the scoring may add it to the candidates (expansion); looked up
-        -- only when smoothing or expansion asks for them ($20)
-        neighbours AS MATERIALIZED (
-            SELECT c.id, pv.id AS prev_id, coalesce(pv.ok, false) AS prev_ok,
-                   nx.id AS next_id, coalesce(nx.ok, false) AS next_ok
-            FROM pool p
-            JOIN cortex.notes c ON c.user_id = $1 AND c.id = p.id AND c.merged_into IS NULL
-            LEFT JOIN LATERAL (
-                SELECT n.id, ($10 IN ('all', 'ltm') AND ($9::text IS NULL OR n.session_id = $9) AND %3$s AND %4$s) AS ok
-                FROM cortex.notes n
-                WHERE $20 AND n.user_id = $1 AND n.session_id = c.session_id AND n.merged_into IS NULL
-                  AND (n.created_at, n.seq) < (c.created_at, c.seq)
-                ORDER BY n.created_at DESC, n.seq DESC LIMIT 1) pv ON true
-            LEFT JOIN LATERAL (
-                SELECT n.id, ($10 IN ('all', 'ltm') AND ($9::text IS NULL OR n.session_id = $9) AND %3$s AND %4$s) AS ok
-                FROM cortex.notes n
-                WHERE $20 AND n.user_id = $1 AND n.session_id = c.session_id AND n.merged_into IS NULL
-                  AND (n.created_at, n.seq) > (c.created_at, c.seq)
-                ORDER BY n.created_at, n.seq LIMIT 1) nx ON true
-        )
+        -- each candidate's session neighbours (see v_neighbours)
+%10$s
         SELECT array_agg(p.id ORDER BY p.id), array_agg(en.cov ORDER BY p.id), array_agg(en.r ORDER BY p.id),
                array_agg(nb.id IS NOT NULL ORDER BY p.id),
                array_agg(nb.prev_id ORDER BY p.id), array_agg(coalesce(nb.prev_ok, false) ORDER BY p.id),
@@ -337,7 +362,8 @@ $q$, v_window_n, p_filter_n, p_model);
         FROM pool p
         LEFT JOIN ent_ranked en ON en.id = p.id
         LEFT JOIN neighbours nb ON nb.id = p.id
-    $q$, v_vec_ltm, v_vec_stm, v_window_n, p_filter_n, p_filter_s, v_txt_ltm, p_model, v_entities);
+    $q$, v_vec_ltm, v_vec_stm, v_window_n, p_filter_n, p_filter_s, v_txt_ltm, p_model, v_entities,
+       v_stm_txt, v_neighbours);
 END
 $fn$;
 
@@ -579,7 +605,9 @@ BEGIN
     -- an exact scan of a small tenant is chosen as fits)
     EXECUTE cortex.search_statement(
         coalesce(v_model, ''), coalesce(v_dim, 1),
-        cortex.compile_filter(p_filter, 'n'), cortex.compile_filter(p_filter, 's'), v_ent_weight > 0)
+        cortex.compile_filter(p_filter, 'n'), cortex.compile_filter(p_filter, 's'), v_ent_weight > 0,
+        p_query_embedding IS NOT NULL, cardinality(v_terms) > 0, p_memory_source,
+        v_smoothing_prev > 0 OR v_smoothing_next > 0 OR v_expansion > 0)
     INTO v_ids, v_ecov, v_er, v_in_ltm, v_prev, v_prev_ok, v_next, v_next_ok, v_ent_w
     USING p_user_id, p_query_embedding, v_tsq, p_limit, p_temporal_weight::float8, p_date_from, p_date_to,
           p_now, p_session_id, p_memory_source, v_pool, v_terms, v_rankers, p_context_embedding,
