@@ -145,15 +145,15 @@ MODEL_INDEX = "SELECT index_name FROM cortex.embedding_models WHERE model = :mod
 
 # Context embeddings. A note's context text is its predecessor's content, a newline, and its
 # own content; the predecessor is the previous current note of the same user and session in
-# (created_at, seq) order. For the notes just written (:ids, of tenant :user_id) the statement
-# returns their own
-# context texts, and those of the stored notes that follow them (an earlier-dated note inserted
-# later changes its successor's context). A note without a predecessor has no context row.
+# (created_at, seq) order. For the notes just written (the pairs of :users and :ids, parallel
+# arrays: a batch may hold notes of many tenants) the statement returns their own context
+# texts, and those of the stored notes that follow them (an earlier-dated note inserted later
+# changes its successor's context). A note without a predecessor has no context row.
 CONTEXT_TEXTS = """
 WITH fresh AS (
     SELECT n.user_id, n.session_id, n.id, n.created_at, n.seq
-    FROM cortex.notes n
-    WHERE n.user_id = :user_id AND n.id = ANY (CAST(:ids AS uuid[]))
+    FROM unnest(CAST(:users AS text[]), CAST(:ids AS uuid[])) AS k(user_id, id)
+    JOIN cortex.notes n ON n.user_id = k.user_id AND n.id = k.id
 ), targets AS (
     SELECT f.user_id, f.session_id, f.id, f.created_at, f.seq FROM fresh f
     UNION
@@ -161,19 +161,20 @@ WITH fresh AS (
     FROM fresh f
     CROSS JOIN LATERAL (
         SELECT m.user_id, m.session_id, m.id, m.created_at, m.seq FROM cortex.notes m
-        WHERE m.user_id = :user_id AND m.session_id = f.session_id AND m.merged_into IS NULL
+        WHERE m.user_id = f.user_id AND m.session_id = f.session_id AND m.merged_into IS NULL
           AND (m.created_at, m.seq) > (f.created_at, f.seq)
         ORDER BY m.created_at, m.seq LIMIT 1) nx
-    WHERE nx.id <> ALL (CAST(:ids AS uuid[]))
+    WHERE NOT EXISTS (SELECT 1 FROM fresh g WHERE g.user_id = nx.user_id AND g.id = nx.id)
 )
 SELECT t.user_id, t.session_id, t.id, p.content || E'\\n' || n.content AS context_text
 FROM targets t
-JOIN cortex.notes n ON n.user_id = :user_id AND n.id = t.id
+JOIN cortex.notes n ON n.user_id = t.user_id AND n.id = t.id
 CROSS JOIN LATERAL (
     SELECT m.content FROM cortex.notes m
-    WHERE m.user_id = :user_id AND m.session_id = t.session_id AND m.merged_into IS NULL
+    WHERE m.user_id = t.user_id AND m.session_id = t.session_id AND m.merged_into IS NULL
       AND (m.created_at, m.seq) < (t.created_at, t.seq)
     ORDER BY m.created_at DESC, m.seq DESC LIMIT 1) p
+ORDER BY t.user_id, t.created_at, t.seq
 """
 
 INSERT_CONTEXT_EMBEDDINGS = """

@@ -39,6 +39,7 @@ from cortex_pg.errors import (
     translate_db_errors,
 )
 from cortex_pg.store import sql, validation
+from cortex_pg.store.copying import can_copy, copy_embeddings
 from cortex_pg.store.records import Note
 from cortex_pg.store.rows import tenant_scoped, vector_literal
 from cortex_pg.store.text_embeddings import NoteWindows, embed_windows, write_text_embeddings
@@ -351,7 +352,7 @@ class NoteWriter:
             return ids
         yield from self._check_ids_free([n for n in fresh if n.explicit_id])
         windows = yield Blocking(embed_windows, (self.embedder, [n.content for n in fresh]))
-        rows = [dict(n.row(), embedding=vector_literal(w[0])) for n, w in zip(fresh, windows, strict=True)]
+        rows = [n.row() for n in fresh]
         inserted = {str(i) for i in (yield Query(sql.INSERT_NOTES, {"rows": json.dumps(rows)}, "scalars"))}
         if len(inserted) < len(rows):
             ids = yield from self._resolve_conflicts(ids, [n for n in fresh if str(n.id) not in inserted])
@@ -372,18 +373,24 @@ class NoteWriter:
             lambda conn: write_text_embeddings(conn, self.embedder.name, written, replace=False)
         )
         if rows:
-            yield from self._write_context_embeddings([r["user_id"] for r in rows], [r["id"] for r in rows])
+            yield from self._write_context_embeddings(
+                [r["user_id"] for r in rows], [r["id"] for r in rows], new=True
+            )
         if to_stm:
-            newest = _newest_per_scope(rows, capacity)
+            # STM keeps one embedding per note: its first window
+            newest = [
+                dict(r, embedding=vector_literal(by_id[r["id"]][0]))
+                for r in _newest_per_scope(rows, capacity)
+            ]
             yield Query(sql.INSERT_STM, {"rows": json.dumps(newest), "model": self.embedder.name}, "none")
             yield Query(sql.TRIM_STM, {**scopes, "capacity": capacity}, "none")
         return ids
 
-    def _write_context_embeddings(self, users: list[str], ids: list[str]) -> Plan[None]:
+    def _write_context_embeddings(self, users: list[str], ids: list[str], *, new: bool = False) -> Plan[None]:
         """The context embeddings of ``ids`` and of the notes that follow them (when the store's
         ``context_embeddings`` is on); see :func:`context_embeddings`."""
         if self.context_embeddings:
-            yield from context_embeddings(self.embedder, users, ids)
+            yield from context_embeddings(self.embedder, users, ids, new=new)
 
     def _check_ids_free(self, notes: list[validation.NewNote]) -> Plan[None]:
         """Caller-given ids must not be registered to another tenant (``cortex.note_ids``; the
@@ -673,10 +680,19 @@ def write_context_embeddings(conn: Connection, embedder: Embedder, users: list[s
     return in_transaction(conn, context_embeddings(embedder, users, ids))
 
 
-def context_embeddings(embedder: Embedder, users: list[str], ids: list[str]) -> Plan[int]:
+def context_embeddings(
+    embedder: Embedder, users: list[str], ids: list[str], *, new: bool = False
+) -> Plan[int]:
     """Embed the context texts of the notes ``ids`` (user ids ``users``) and of the stored notes
     that follow them, and write them as ``kind = 'context'`` embeddings of ``embedder``'s model
-    (see ``sql.CONTEXT_TEXTS``: predecessor's content, a newline, the note's content).
+    (see ``sql.CONTEXT_TEXTS``: predecessor's content, a newline, the note's content). One
+    statement finds the texts of every user's notes, one ``embedder.embed`` call embeds them.
+
+    Args:
+        new: the notes ``ids`` were inserted by the current transaction (they have no
+            embedding rows yet): their rows then go in one binary ``COPY`` when the connection
+            allows it (:mod:`cortex_pg.store.copying`); the other rows (notes that follow them,
+            or ``ids`` with ``new=False``) are upserted.
 
     Returns:
         The number of context embeddings written (notes without a predecessor get none).
@@ -686,19 +702,33 @@ def context_embeddings(embedder: Embedder, users: list[str], ids: list[str]) -> 
     """
     if not ids:
         return 0
-    by_user: dict[str, list[str]] = {}
-    for user, nid in zip(users, ids, strict=True):
-        by_user.setdefault(user, []).append(str(nid))
-    targets = []
-    for user, user_ids in sorted(by_user.items()):
-        targets += yield Query(sql.CONTEXT_TEXTS, {"user_id": user, "ids": user_ids})
+    targets = yield Query(sql.CONTEXT_TEXTS, {"users": list(users), "ids": [str(i) for i in ids]})
     if not targets:
         return 0
     vectors = yield Blocking(embedder.embed, ([t.context_text for t in targets],))
     check_vectors(embedder, vectors, len(targets))
-    rows = [
-        {"user_id": t.user_id, "id": str(t.id), "session_id": t.session_id, "embedding": vector_literal(v)}
-        for t, v in zip(targets, vectors, strict=True)
-    ]
-    yield Query(sql.INSERT_CONTEXT_EMBEDDINGS, {"rows": json.dumps(rows), "model": embedder.name}, "none")
-    return len(rows)
+    fresh = {(u, str(i)) for u, i in zip(users, ids, strict=True)} if new else set()
+    copied = [k for k, t in enumerate(targets) if (t.user_id, str(t.id)) in fresh]
+    if copied and (yield WithConnection(can_copy)):
+        keys = [(targets[k].user_id, targets[k].id, targets[k].session_id, "context", 0) for k in copied]
+        yield WithConnection(
+            lambda conn: copy_embeddings(
+                conn, embedder.name, keys, [vectors[k] for k in copied], embedder.dim
+            )
+        )
+        done = set(copied)
+        rest = [k for k in range(len(targets)) if k not in done]
+    else:
+        rest = list(range(len(targets)))
+    if rest:
+        rows = [
+            {
+                "user_id": targets[k].user_id,
+                "id": str(targets[k].id),
+                "session_id": targets[k].session_id,
+                "embedding": vector_literal(vectors[k]),
+            }
+            for k in rest
+        ]
+        yield Query(sql.INSERT_CONTEXT_EMBEDDINGS, {"rows": json.dumps(rows), "model": embedder.name}, "none")
+    return len(targets)

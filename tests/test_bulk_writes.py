@@ -1,0 +1,144 @@
+"""The embedding rows written by add_many: binary COPY (sync and async psycopg), the upsert
+under row-level security, and bulk loads, all holding exactly the embedder's vectors."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import numpy as np
+import pytest
+from sqlalchemy import text
+
+from cortex_pg import AsyncMemoryStore
+from cortex_pg.db import tenancy
+from cortex_pg.embeddings import HashingEmbedder
+from cortex_pg.store import MemoryStore
+from cortex_pg.store.copying import can_copy, copy_embeddings, vector_bytes
+from cortex_pg.store.text_embeddings import embed_windows
+
+LONG = " ".join(
+    f"Paragraph {i} tells of the harbour, the ships and the weather of that year." for i in range(120)
+)
+
+
+def _items() -> list[dict]:
+    """Two tenants interleaved in one batch, two sessions each, one note of several windows."""
+    items = []
+    for i in range(12):
+        user = "ann" if i % 2 else "bob"
+        items.append(
+            {
+                "user_id": user,
+                "session_id": f"s{i % 4 // 2}",
+                "content": LONG if i == 5 else f"turn {i} of {user}: the weather of day {i}",
+                "time": f"2024-03-{1 + i:02d}T10:00:00Z",
+                "id": str(uuid.uuid5(uuid.NAMESPACE_OID, f"bulk-writes-{i}")),
+            }
+        )
+    return items
+
+
+def _expected(items: list[dict], embedder: HashingEmbedder) -> dict[tuple, np.ndarray]:
+    """(user, note id, kind, window_no) -> float32 vector the store must hold."""
+    out: dict[tuple, np.ndarray] = {}
+    last: dict[tuple[str, str], str] = {}
+    for item in items:  # items are in time order within each scope
+        for k, vec in enumerate(embed_windows(embedder, [item["content"]])[0]):
+            out[(item["user_id"], item["id"], "text", k)] = np.float32(vec)
+        scope = (item["user_id"], item["session_id"])
+        if scope in last:
+            ctx = embedder.embed([last[scope] + "\n" + item["content"]])[0]
+            out[(item["user_id"], item["id"], "context", 0)] = np.float32(ctx)
+        last[scope] = item["content"]
+    return out
+
+
+def _stored(engine) -> dict[tuple, np.ndarray]:
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT user_id, note_id, kind, window_no, session_id, embedding::text AS v "
+                "FROM cortex.embeddings"
+            )
+        ).all()
+        sessions = dict(conn.execute(text("SELECT id, session_id FROM cortex.notes")).all())
+    for r in rows:
+        assert r.session_id == sessions[r.note_id]
+    return {
+        (r.user_id, str(r.note_id), r.kind, r.window_no): np.array(
+            r.v.strip("[]").split(","), dtype=np.float32
+        )
+        for r in rows
+    }
+
+
+def _assert_same(stored: dict, expected: dict) -> None:
+    assert sorted(stored) == sorted(expected)
+    assert any(key[2] == "text" and key[3] > 0 for key in stored)  # the long note has windows
+    for key, vec in expected.items():
+        assert np.array_equal(stored[key], vec), key
+
+
+def test_add_many_copies_the_embedders_vectors_exactly(store):
+    items = _items()
+    assert store.add_many(items, batch_size=5) == [i["id"] for i in items]
+    with store.engine.connect() as conn:
+        assert can_copy(conn)
+    _assert_same(_stored(store.engine), _expected(items, store.embedder))
+
+
+def test_async_add_many_copies_the_same_rows(db_url):
+    items = _items()
+
+    async def main() -> None:
+        store = await AsyncMemoryStore.open(db_url, embedder="hashing", auto_migrate=False)
+        try:
+            await store.add_many(items, batch_size=5)
+        finally:
+            await store.close()
+
+    asyncio.run(main())
+    with MemoryStore.open(db_url, embedder=HashingEmbedder(), auto_migrate=False) as s:
+        _assert_same(_stored(s.engine), _expected(items, s.embedder))
+
+
+def test_under_rls_the_rows_are_upserted_with_the_same_vectors(db_url):
+    items = [i for i in _items() if i["user_id"] == "ann"]
+    with MemoryStore.open(db_url, embedder="hashing", auto_migrate=False, isolation="rls") as s:
+        with tenancy.tenant_scope("ann"), s.engine.connect() as conn:
+            assert not can_copy(conn)  # PostgreSQL refuses COPY FROM into a table under RLS
+        s.add_many(items, batch_size=4)
+    with MemoryStore.open(db_url, embedder=HashingEmbedder(), auto_migrate=False) as s:
+        _assert_same(_stored(s.engine), _expected(items, s.embedder))
+
+
+def test_bulk_and_incremental_loads_store_identical_embeddings(db_url, server_url):
+    from tests.conftest import create_database, drop_database
+
+    twin = create_database(
+        server_url, "cortex_bulk_writes_twin", template=db_url.rsplit("/", 1)[1].split("?")[0]
+    )
+    items = _items()
+    try:
+        with (
+            MemoryStore.open(db_url, embedder=HashingEmbedder(), auto_migrate=False) as bulk,
+            MemoryStore.open(twin, embedder=HashingEmbedder(), auto_migrate=False) as plain,
+        ):
+            bulk.add_many(items, bulk=True, batch_size=3)
+            for item in items:  # one note per call
+                plain.add(**item)
+            _assert_same(_stored(bulk.engine), _expected(items, bulk.embedder))
+            _assert_same(_stored(plain.engine), _expected(items, plain.embedder))
+    finally:
+        drop_database(server_url, "cortex_bulk_writes_twin")
+
+
+def test_copy_refuses_rows_that_exist_and_vectors_of_another_size(store):
+    nid = store.add("a note", user_id="u", session_id="s")
+    vec = store.embedder.embed(["a note"])[0]
+    with pytest.raises(ValueError, match="expected vectors of 3 numbers"):
+        vector_bytes([[0.1, 0.2]], 3)
+    with store.engine.begin() as conn, pytest.raises(Exception) as err:
+        copy_embeddings(conn, store.embedder.name, [("u", nid, "s", "text", 0)], [vec], store.embedder.dim)
+    assert getattr(err.value.orig, "sqlstate", None) == "23505"  # no ON CONFLICT: only for new notes
