@@ -142,3 +142,57 @@ def test_copy_refuses_rows_that_exist_and_vectors_of_another_size(store):
     with store.engine.begin() as conn, pytest.raises(Exception) as err:
         copy_embeddings(conn, store.embedder.name, [("u", nid, "s", "text", 0)], [vec], store.embedder.dim)
     assert getattr(err.value.orig, "sqlstate", None) == "23505"  # no ON CONFLICT: only for new notes
+
+
+INDEX_STATE = """
+SELECT ix.indisvalid AS valid,
+       (SELECT count(*) FROM pg_inherits WHERE inhparent = ix.indexrelid) AS attached,
+       (SELECT count(*) FROM pg_inherits WHERE inhparent = 'cortex.embeddings'::regclass) AS partitions
+FROM pg_index ix WHERE ix.indexrelid = to_regclass('cortex.' || cortex.embedding_index_name(:m))
+"""
+
+
+def test_a_bulk_load_builds_every_partitions_index_and_attaches_it(store):
+    items = [{"content": f"note {i} of tenant {i % 9}", "user_id": f"t{i % 9}"} for i in range(90)]
+    store.add_many(items, bulk=True, batch_size=25, to_stm=False)
+    with store.engine.connect() as conn:
+        state = conn.execute(text(INDEX_STATE), {"m": store.embedder.name}).one()
+        # no partition index left outside the parent (each one is attached, none built twice)
+        loose = conn.execute(
+            text(
+                "SELECT count(*) FROM pg_index ix JOIN pg_inherits p ON p.inhrelid = ix.indrelid "
+                "WHERE p.inhparent = 'cortex.embeddings'::regclass AND ix.indexrelid::regclass::text "
+                "LIKE '%' || left(cortex.embedding_index_name(:m), 54) || '%' "
+                "AND NOT EXISTS (SELECT 1 FROM pg_inherits q WHERE q.inhrelid = ix.indexrelid)"
+            ),
+            {"m": store.embedder.name},
+        ).scalar_one()
+    assert state.valid and state.attached == state.partitions == 32 and loose == 0
+    assert (
+        store.search("note 7 of tenant 7", user_id="t7", limit=1, touch=False)[0].content
+        == "note 7 of tenant 7"
+    )
+
+
+def test_partition_indexes_left_by_an_interrupted_load_are_attached_by_the_next_open(db_url):
+    with MemoryStore.open(db_url, embedder=HashingEmbedder(), auto_migrate=False) as s:
+        s.add_many([{"content": f"note {i}", "user_id": f"t{i}"} for i in range(40)], to_stm=False)
+        m = s.embedder.name
+        with s.engine.begin() as conn:  # the load's start: the model's index dropped
+            name = conn.execute(text("SELECT cortex.embedding_index_name(:m)"), {"m": m}).scalar_one()
+            conn.exec_driver_sql(f'DROP INDEX cortex."{name}"')
+            steps = conn.execute(
+                text("SELECT cortex.embedding_index_steps(:m, :d, false)"), {"m": m, "d": 384}
+            )
+            builds = [x for x in steps.scalars() if x.startswith("CREATE INDEX") and " ON ONLY " not in x]
+            for step in builds[:5]:  # then interrupted after 5 partitions' builds
+                conn.exec_driver_sql(step)
+        with s.engine.connect() as conn:
+            assert conn.execute(text(INDEX_STATE), {"m": m}).first() is None
+    with (
+        MemoryStore.open(db_url, embedder=HashingEmbedder(), auto_migrate=False) as s,
+        s.engine.connect() as conn,
+    ):
+        state = conn.execute(text(INDEX_STATE), {"m": m}).one()
+        left = conn.execute(text("SELECT cortex.embedding_index_steps(:m, 384)"), {"m": m}).scalars().all()
+    assert state.valid and state.attached == 32 and left == []

@@ -142,6 +142,12 @@ LOCK_BULK_LOAD = "SELECT pg_advisory_lock(hashtextextended('cortex.bulk_load', 0
 UNLOCK_BULK_LOAD = "SELECT pg_advisory_unlock(hashtextextended('cortex.bulk_load', 0))"
 MODEL_HAS_EMBEDDINGS = "SELECT 1 FROM cortex.embeddings WHERE model = :model LIMIT 1"
 MODEL_INDEX = "SELECT index_name FROM cortex.embedding_models WHERE model = :model"
+# the partitions of cortex.embeddings and their sizes (bytes), to build the largest index first
+PARTITION_SIZES = """
+SELECT n.nspname, c.relname, pg_relation_size(c.oid) AS bytes
+FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE i.inhparent = 'cortex.embeddings'::regclass
+"""
 
 # Context embeddings. A note's context text is its predecessor's content, a newline, and its
 # own content; the predecessor is the previous current note of the same user and session in

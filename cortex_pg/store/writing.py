@@ -254,16 +254,62 @@ class NoteWriter:
                         )
                 finally:
                     if empty:
-                        with self.engine.begin() as conn:
-                            conn.execute(text("SET LOCAL maintenance_work_mem = '512MB'"))
-                            conn.execute(
-                                text("SELECT cortex.register_embedding_model(:m, :d, false)"),
-                                {"m": model, "d": dim},
-                            )
+                        self._build_index_after_load(model, dim)
                 return ids
             finally:
                 lock_conn.execute(text(sql.UNLOCK_BULK_LOAD))
                 lock_conn.commit()
+
+    def _build_index_after_load(self, model: str, dim: int) -> None:
+        """Build the HNSW index of ``model`` after a bulk load (``_bulk_store``).
+
+        The indexes of the partitions of ``cortex.embeddings`` come first, built side by side
+        on connections of their own, as many as the server's ``max_parallel_maintenance_workers``
+        (its bound for parallel maintenance work; at least 1, at most 4, which leaves the
+        store's pool connections to spare), each in a transaction of its own: a partition
+        refuses writes only while its own index is built, searches are never blocked.
+        ``cortex.register_embedding_model`` then creates the parent index and attaches them in
+        one short transaction. An interruption leaves the partition indexes already built,
+        which the next build (the next :meth:`open`, or the next bulk load) attaches instead
+        of building again.
+
+        Raises:
+            DatabaseError (and subclasses): a build failed.
+        """
+        from concurrent.futures import ThreadPoolExecutor
+
+        with translate_db_errors(), self.engine.connect() as conn:
+            steps = (
+                conn.execute(
+                    text("SELECT cortex.embedding_index_steps(:m, :d, false)"), {"m": model, "d": dim}
+                )
+                .scalars()
+                .all()
+            )
+            workers = int(conn.execute(text("SHOW max_parallel_maintenance_workers")).scalar_one())
+            sizes = conn.execute(text(sql.PARTITION_SIZES)).all()
+        # the partitions' builds (not the parent's ON ONLY index), largest partition first (the
+        # tenants of a hash partition differ in size); with leftovers of an interrupted
+        # concurrent build to drop first, the single transaction below does it all
+        size_of = {f" ON {r.nspname}.{r.relname} ": r.bytes for r in sizes}
+        builds = sorted(
+            (s for s in steps if s.startswith("CREATE INDEX") and " ON ONLY " not in s),
+            key=lambda s: -max((b for k, b in size_of.items() if k in s), default=0),
+        )
+        if builds and not any(s.startswith("DROP INDEX") for s in steps):
+
+            def build(step: str) -> None:
+                with translate_db_errors(), self.engine.begin() as conn:
+                    conn.execute(text("SET LOCAL maintenance_work_mem = '512MB'"))
+                    conn.exec_driver_sql(step)
+
+            with ThreadPoolExecutor(max_workers=max(1, min(workers, 4, len(builds)))) as pool:
+                list(pool.map(build, builds))
+        with translate_db_errors(), self.engine.begin() as conn:
+            conn.execute(text("SET LOCAL maintenance_work_mem = '512MB'"))
+            conn.execute(
+                text("SELECT cortex.register_embedding_model(:m, :d, false)"), {"m": model, "d": dim}
+            )
 
     def _store(
         self,
