@@ -18,21 +18,24 @@ jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
     created_at timestamptz, embedding text)
 """
 
+# One index probe per key (LATERAL ... LIMIT 1; both unique indexes hold at most one row per
+# key): a join the planner may turn into a scan of every note once per batch while the
+# statistics say the table is small (a bulk load's early batches).
 FIND_EXISTING = """
 SELECT x.user_id, x.session_id, x.content_hash, x.id, x.tier
-FROM (
-    SELECT n.user_id, n.session_id, n.content_hash, n.id, 'ltm' AS tier
-    FROM cortex.notes n
-    JOIN unnest(CAST(:users AS text[]), CAST(:sessions AS text[]), CAST(:hashes AS text[]))
-         AS k(user_id, session_id, content_hash)
-      ON n.user_id = k.user_id AND n.session_id = k.session_id AND n.content_hash = k.content_hash
-    WHERE n.merged_into IS NULL
+FROM unnest(CAST(:users AS text[]), CAST(:sessions AS text[]), CAST(:hashes AS text[]))
+     AS k(user_id, session_id, content_hash)
+CROSS JOIN LATERAL (
+    (SELECT n.user_id, n.session_id, n.content_hash, n.id, 'ltm' AS tier
+     FROM cortex.notes n
+     WHERE n.user_id = k.user_id AND n.session_id = k.session_id AND n.content_hash = k.content_hash
+       AND n.merged_into IS NULL
+     LIMIT 1)
     UNION ALL
-    SELECT s.user_id, s.session_id, s.content_hash, s.id, 'stm'
-    FROM cortex.stm_notes s
-    JOIN unnest(CAST(:users AS text[]), CAST(:sessions AS text[]), CAST(:hashes AS text[]))
-         AS k(user_id, session_id, content_hash)
-      ON s.user_id = k.user_id AND s.session_id = k.session_id AND s.content_hash = k.content_hash
+    (SELECT s.user_id, s.session_id, s.content_hash, s.id, 'stm'
+     FROM cortex.stm_notes s
+     WHERE s.user_id = k.user_id AND s.session_id = k.session_id AND s.content_hash = k.content_hash
+     LIMIT 1)
 ) x
 """
 
@@ -159,7 +162,9 @@ CONTEXT_TEXTS = """
 WITH fresh AS (
     SELECT n.user_id, n.session_id, n.id, n.created_at, n.seq
     FROM unnest(CAST(:users AS text[]), CAST(:ids AS uuid[])) AS k(user_id, id)
-    JOIN cortex.notes n ON n.user_id = k.user_id AND n.id = k.id
+    CROSS JOIN LATERAL (  -- a primary-key probe per note (see FIND_EXISTING)
+        SELECT n.user_id, n.session_id, n.id, n.created_at, n.seq FROM cortex.notes n
+        WHERE n.user_id = k.user_id AND n.id = k.id LIMIT 1) n
 ), targets AS (
     SELECT f.user_id, f.session_id, f.id, f.created_at, f.seq FROM fresh f
     UNION
@@ -174,7 +179,8 @@ WITH fresh AS (
 )
 SELECT t.user_id, t.session_id, t.id, p.content || E'\\n' || n.content AS context_text
 FROM targets t
-JOIN cortex.notes n ON n.user_id = t.user_id AND n.id = t.id
+CROSS JOIN LATERAL (
+    SELECT n.content FROM cortex.notes n WHERE n.user_id = t.user_id AND n.id = t.id LIMIT 1) n
 CROSS JOIN LATERAL (
     SELECT m.content FROM cortex.notes m
     WHERE m.user_id = t.user_id AND m.session_id = t.session_id AND m.merged_into IS NULL
