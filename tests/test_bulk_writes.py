@@ -13,7 +13,7 @@ from sqlalchemy import text
 from cortex_pg import AsyncMemoryStore
 from cortex_pg.db import tenancy
 from cortex_pg.embeddings import HashingEmbedder
-from cortex_pg.store import MemoryStore
+from cortex_pg.store import MemoryStore, sql
 from cortex_pg.store.copying import can_copy, copy_embeddings, vector_bytes
 from cortex_pg.store.text_embeddings import embed_windows
 
@@ -196,3 +196,32 @@ def test_partition_indexes_left_by_an_interrupted_load_are_attached_by_the_next_
         state = conn.execute(text(INDEX_STATE), {"m": m}).one()
         left = conn.execute(text("SELECT cortex.embedding_index_steps(:m, 384)"), {"m": m}).scalars().all()
     assert state.valid and state.attached == 32 and left == []
+
+
+def test_a_bulk_load_refreshes_the_planners_statistics_as_the_store_grows(store):
+    items = [{"content": f"note {i}", "user_id": f"t{i % 3}"} for i in range(600)]
+    with store.engine.connect() as conn:
+        assert (
+            conn.execute(text("SELECT reltuples FROM pg_class WHERE oid = 'cortex.notes'::regclass")).scalar()
+            <= 0
+        )
+    store.add_many(items, bulk=True, batch_size=100, to_stm=False)
+    with store.engine.connect() as conn:
+        # ANALYZE after 100, 200 and 400 notes: the load doubled what the statistics knew
+        known = conn.execute(
+            text("SELECT reltuples FROM pg_class WHERE oid = 'cortex.notes'::regclass")
+        ).scalar()
+        keys = conn.execute(text("SELECT user_id, session_id, content_hash FROM cortex.notes LIMIT 50")).all()
+        plan = "\n".join(
+            conn.execute(
+                text("EXPLAIN " + sql.FIND_EXISTING),
+                {
+                    "users": [k.user_id for k in keys],
+                    "sessions": [k.session_id for k in keys],
+                    "hashes": [k.content_hash for k in keys],
+                },
+            ).scalars()
+        )
+    assert 400 <= known <= 600
+    # duplicates are looked up by the content-hash index, not by walking a tenant's session
+    assert "uq_notes_content_hash" in plan and "ix_notes_session_order" not in plan

@@ -145,6 +145,8 @@ LOCK_BULK_LOAD = "SELECT pg_advisory_lock(hashtextextended('cortex.bulk_load', 0
 UNLOCK_BULK_LOAD = "SELECT pg_advisory_unlock(hashtextextended('cortex.bulk_load', 0))"
 MODEL_HAS_EMBEDDINGS = "SELECT 1 FROM cortex.embeddings WHERE model = :model LIMIT 1"
 MODEL_INDEX = "SELECT index_name FROM cortex.embedding_models WHERE model = :model"
+# the planner's estimate of the number of notes (0 before the first ANALYZE)
+NOTES_ESTIMATE = "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'cortex.notes'::regclass"
 # the partitions of cortex.embeddings and their sizes (bytes), to build the largest index first
 PARTITION_SIZES = """
 SELECT n.nspname, c.relname, pg_relation_size(c.oid) AS bytes

@@ -239,7 +239,13 @@ class NoteWriter:
                     if empty and index:
                         quoted = conn.dialect.identifier_preparer.quote(index)
                         conn.execute(text(f"DROP INDEX IF EXISTS cortex.{quoted}"))
+                    stored = conn.execute(text(sql.NOTES_ESTIMATE)).scalar_one()
                 ids: list[str] = []
+                # the planner's statistics of cortex.notes, refreshed each time the load has
+                # doubled the notes they knew of: a table that grew from (nearly) nothing
+                # without them gets index choices made for an empty table (a probe of the
+                # content-hash index done through a scan of the tenant's whole session)
+                analyze_at = max(stored, batch_size)
                 try:
                     for start in range(0, len(notes), batch_size):
                         ids += run(
@@ -252,6 +258,11 @@ class NoteWriter:
                                 enqueue=enqueue,
                             ),
                         )
+                        loaded = min(start + batch_size, len(notes))
+                        if loaded >= analyze_at and loaded < len(notes):
+                            with self.engine.begin() as conn:
+                                conn.execute(text("ANALYZE cortex.notes"))
+                            analyze_at = 2 * (stored + loaded)
                 finally:
                     if empty:
                         self._build_index_after_load(model, dim)
