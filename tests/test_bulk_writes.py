@@ -225,3 +225,26 @@ def test_a_bulk_load_refreshes_the_planners_statistics_as_the_store_grows(store)
     assert 400 <= known <= 600
     # duplicates are looked up by the content-hash index, not by walking a tenant's session
     assert "uq_notes_content_hash" in plan and "ix_notes_session_order" not in plan
+
+
+def test_a_batch_copies_its_own_contexts_and_upserts_those_of_stored_notes_it_precedes(store):
+    emb = store.embedder.embed
+    first = store.add("we met at the station", user_id="u", session_id="s", time="2024-01-01T09:00:00Z")
+    stored = store.add("then we took the train", user_id="u", session_id="s", time="2024-01-01T12:00:00Z")
+    earlier, later = store.add_many(
+        [
+            {"content": "we bought coffee", "time": "2024-01-01T10:00:00Z"},
+            {"content": "and arrived at noon", "time": "2024-01-01T13:00:00Z"},
+        ],
+        user_id="u",
+        session_id="s",
+    )
+    got = _stored(store.engine)
+    expect = {
+        earlier: "we met at the station\nwe bought coffee",
+        stored: "we bought coffee\nthen we took the train",  # was "we met at the station\n..."
+        later: "then we took the train\nand arrived at noon",
+    }
+    for nid, context_text in expect.items():
+        assert np.array_equal(got[("u", nid, "context", 0)], np.float32(emb([context_text])[0])), context_text
+    assert ("u", first, "context", 0) not in got

@@ -157,9 +157,11 @@ class NoteWriter:
                 call (a failure keeps the batches committed before it), and, when the store
                 holds no embedding of the model yet, the model's HNSW index is dropped for the
                 load and built once after it (a bulk build is many times faster than
-                inserting into the graph note by note). Searches meanwhile scan exactly; they
-                are never blocked. A load interrupted before the build leaves the index to the
-                next :meth:`open`, which builds it.
+                inserting into the graph note by note), partition by partition, side by side
+                (see ``_build_index_after_load``). Searches meanwhile scan exactly; they are
+                not blocked. A load interrupted before the build leaves the index to the next
+                :meth:`open`, which builds it. The planner's statistics of the notes are
+                refreshed (ANALYZE) each time the load has doubled the notes they knew of.
 
         Returns:
             One id per item, in order (existing ids for duplicates).
@@ -278,11 +280,12 @@ class NoteWriter:
         on connections of their own, as many as the server's ``max_parallel_maintenance_workers``
         (its bound for parallel maintenance work; at least 1, at most 4, which leaves the
         store's pool connections to spare), each in a transaction of its own: a partition
-        refuses writes only while its own index is built, searches are never blocked.
+        refuses writes only while its own index is built, and searches read on meanwhile.
         ``cortex.register_embedding_model`` then creates the parent index and attaches them in
-        one short transaction. An interruption leaves the partition indexes already built,
-        which the next build (the next :meth:`open`, or the next bulk load) attaches instead
-        of building again.
+        one short transaction (about 10 ms after 100,000 notes; a search of a partition waits
+        for it, as attaching locks the partition's index). An interruption leaves the
+        partition indexes already built, which the next build (the next :meth:`open`, or the
+        next bulk load) attaches instead of building again.
 
         Raises:
             DatabaseError (and subclasses): a build failed.
