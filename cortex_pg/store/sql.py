@@ -18,24 +18,21 @@ jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
     created_at timestamptz, embedding text)
 """
 
-# One index probe per key (LATERAL ... LIMIT 1; both unique indexes hold at most one row per
-# key): a join the planner may turn into a scan of every note once per batch while the
-# statistics say the table is small (a bulk load's early batches).
 FIND_EXISTING = """
 SELECT x.user_id, x.session_id, x.content_hash, x.id, x.tier
-FROM unnest(CAST(:users AS text[]), CAST(:sessions AS text[]), CAST(:hashes AS text[]))
-     AS k(user_id, session_id, content_hash)
-CROSS JOIN LATERAL (
-    (SELECT n.user_id, n.session_id, n.content_hash, n.id, 'ltm' AS tier
-     FROM cortex.notes n
-     WHERE n.user_id = k.user_id AND n.session_id = k.session_id AND n.content_hash = k.content_hash
-       AND n.merged_into IS NULL
-     LIMIT 1)
+FROM (
+    SELECT n.user_id, n.session_id, n.content_hash, n.id, 'ltm' AS tier
+    FROM cortex.notes n
+    JOIN unnest(CAST(:users AS text[]), CAST(:sessions AS text[]), CAST(:hashes AS text[]))
+         AS k(user_id, session_id, content_hash)
+      ON n.user_id = k.user_id AND n.session_id = k.session_id AND n.content_hash = k.content_hash
+    WHERE n.merged_into IS NULL
     UNION ALL
-    (SELECT s.user_id, s.session_id, s.content_hash, s.id, 'stm'
-     FROM cortex.stm_notes s
-     WHERE s.user_id = k.user_id AND s.session_id = k.session_id AND s.content_hash = k.content_hash
-     LIMIT 1)
+    SELECT s.user_id, s.session_id, s.content_hash, s.id, 'stm'
+    FROM cortex.stm_notes s
+    JOIN unnest(CAST(:users AS text[]), CAST(:sessions AS text[]), CAST(:hashes AS text[]))
+         AS k(user_id, session_id, content_hash)
+      ON s.user_id = k.user_id AND s.session_id = k.session_id AND s.content_hash = k.content_hash
 ) x
 """
 
@@ -156,15 +153,47 @@ WHERE i.inhparent = 'cortex.embeddings'::regclass
 
 # Context embeddings. A note's context text is its predecessor's content, a newline, and its
 # own content; the predecessor is the previous current note of the same user and session in
-# (created_at, seq) order. For the notes just written (the pairs of :users and :ids, parallel
-# arrays: a batch may hold notes of many tenants) the statement returns their own context
-# texts, and those of the stored notes that follow them (an earlier-dated note inserted later
-# changes its successor's context). A note without a predecessor has no context row.
+# (created_at, seq) order. For the notes just written (:ids, of tenant :user_id) the statement
+# returns their own
+# context texts, and those of the stored notes that follow them (an earlier-dated note inserted
+# later changes its successor's context). A note without a predecessor has no context row.
 CONTEXT_TEXTS = """
 WITH fresh AS (
     SELECT n.user_id, n.session_id, n.id, n.created_at, n.seq
+    FROM cortex.notes n
+    WHERE n.user_id = :user_id AND n.id = ANY (CAST(:ids AS uuid[]))
+), targets AS (
+    SELECT f.user_id, f.session_id, f.id, f.created_at, f.seq FROM fresh f
+    UNION
+    SELECT nx.user_id, nx.session_id, nx.id, nx.created_at, nx.seq
+    FROM fresh f
+    CROSS JOIN LATERAL (
+        SELECT m.user_id, m.session_id, m.id, m.created_at, m.seq FROM cortex.notes m
+        WHERE m.user_id = :user_id AND m.session_id = f.session_id AND m.merged_into IS NULL
+          AND (m.created_at, m.seq) > (f.created_at, f.seq)
+        ORDER BY m.created_at, m.seq LIMIT 1) nx
+    WHERE nx.id <> ALL (CAST(:ids AS uuid[]))
+)
+SELECT t.user_id, t.session_id, t.id, p.content || E'\\n' || n.content AS context_text
+FROM targets t
+JOIN cortex.notes n ON n.user_id = :user_id AND n.id = t.id
+CROSS JOIN LATERAL (
+    SELECT m.content FROM cortex.notes m
+    WHERE m.user_id = :user_id AND m.session_id = t.session_id AND m.merged_into IS NULL
+      AND (m.created_at, m.seq) < (t.created_at, t.seq)
+    ORDER BY m.created_at DESC, m.seq DESC LIMIT 1) p
+"""
+
+# CONTEXT_TEXTS for a batch of many tenants (a bulk import): the pairs of :users and :ids
+# (parallel arrays) in one statement instead of one per tenant. Each note is found by a
+# primary-key probe (LATERAL ... LIMIT 1) rather than a join the planner may turn into a scan
+# of every note. It reads several tenants, so on Citus it would go to every shard: there the
+# store runs CONTEXT_TEXTS per tenant instead (see context_embeddings in writing.py).
+CONTEXT_TEXTS_MANY = """
+WITH fresh AS (
+    SELECT n.user_id, n.session_id, n.id, n.created_at, n.seq
     FROM unnest(CAST(:users AS text[]), CAST(:ids AS uuid[])) AS k(user_id, id)
-    CROSS JOIN LATERAL (  -- a primary-key probe per note (see FIND_EXISTING)
+    CROSS JOIN LATERAL (  -- a primary-key probe per note
         SELECT n.user_id, n.session_id, n.id, n.created_at, n.seq FROM cortex.notes n
         WHERE n.user_id = k.user_id AND n.id = k.id LIMIT 1) n
 ), targets AS (

@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import Connection, text
 
 from cortex_pg.db import tenancy
+from cortex_pg.db.distribution import is_distributed
 from cortex_pg.db.retry import retry_transient
 from cortex_pg.db.steps import (
     Blocking,
@@ -745,8 +746,10 @@ def context_embeddings(
 ) -> Plan[int]:
     """Embed the context texts of the notes ``ids`` (user ids ``users``) and of the stored notes
     that follow them, and write them as ``kind = 'context'`` embeddings of ``embedder``'s model
-    (see ``sql.CONTEXT_TEXTS``: predecessor's content, a newline, the note's content). One
-    statement finds the texts of every user's notes, one ``embedder.embed`` call embeds them.
+    (see ``sql.CONTEXT_TEXTS``: predecessor's content, a newline, the note's content). The
+    texts are read by one statement per user, or, for notes of several users on a server that
+    is not distributed (Citus would send it to every shard), by one statement for all
+    (``sql.CONTEXT_TEXTS_MANY``); one ``embedder.embed`` call embeds them.
 
     Args:
         new: the notes ``ids`` were inserted by the current transaction (they have no
@@ -762,7 +765,16 @@ def context_embeddings(
     """
     if not ids:
         return 0
-    targets = yield Query(sql.CONTEXT_TEXTS, {"users": list(users), "ids": [str(i) for i in ids]})
+    by_user: dict[str, list[str]] = {}
+    for user, nid in zip(users, ids, strict=True):
+        by_user.setdefault(user, []).append(str(nid))
+    if len(by_user) > 1 and not (yield WithConnection(is_distributed)):
+        # a batch of many tenants (a bulk import): one statement for all of them
+        targets = yield Query(sql.CONTEXT_TEXTS_MANY, {"users": list(users), "ids": [str(i) for i in ids]})
+    else:  # one statement per tenant, which routes to its shard on Citus
+        targets = []
+        for user, user_ids in sorted(by_user.items()):
+            targets += yield Query(sql.CONTEXT_TEXTS, {"user_id": user, "ids": user_ids})
     if not targets:
         return 0
     vectors = yield Blocking(embedder.embed, ([t.context_text for t in targets],))
