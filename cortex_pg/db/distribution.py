@@ -190,6 +190,17 @@ def statements_for(conn: Connection) -> list[str]:
     return statements(existing_tables(conn), functions(conn))
 
 
+def is_distributed(conn: Connection) -> bool:
+    """Whether the database behind ``conn`` runs Citus (its catalog ``pg_dist_partition``
+    exists); asked once per pooled connection and kept in ``conn.info``. Statements that read
+    several tenants at once go to every shard there, so callers use per-tenant ones."""
+    known = conn.info.get("cortex_pg.distributed")
+    if known is None:
+        found = conn.execute(text("SELECT to_regclass('pg_catalog.pg_dist_partition')")).scalar()
+        known = conn.info["cortex_pg.distributed"] = found is not None
+    return bool(known)
+
+
 def _already_distributed(conn: Connection) -> tuple[set[str], set[str]]:
     """Tables and functions Citus already knows (empty sets without Citus)."""
     if conn.execute(text("SELECT to_regclass('pg_catalog.pg_dist_partition')")).scalar() is None:

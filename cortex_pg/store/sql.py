@@ -143,6 +143,14 @@ LOCK_BULK_LOAD = "SELECT pg_advisory_lock(hashtextextended('cortex.bulk_load', 0
 UNLOCK_BULK_LOAD = "SELECT pg_advisory_unlock(hashtextextended('cortex.bulk_load', 0))"
 MODEL_HAS_EMBEDDINGS = "SELECT 1 FROM cortex.embeddings WHERE model = :model LIMIT 1"
 MODEL_INDEX = "SELECT index_name FROM cortex.embedding_models WHERE model = :model"
+# the planner's estimate of the number of notes (0 before the first ANALYZE)
+NOTES_ESTIMATE = "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'cortex.notes'::regclass"
+# the partitions of cortex.embeddings and their sizes (bytes), to build the largest index first
+PARTITION_SIZES = """
+SELECT n.nspname, c.relname, pg_relation_size(c.oid) AS bytes
+FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE i.inhparent = 'cortex.embeddings'::regclass
+"""
 
 # Context embeddings. A note's context text is its predecessor's content, a newline, and its
 # own content; the predecessor is the previous current note of the same user and session in
@@ -175,6 +183,42 @@ CROSS JOIN LATERAL (
     WHERE m.user_id = :user_id AND m.session_id = t.session_id AND m.merged_into IS NULL
       AND (m.created_at, m.seq) < (t.created_at, t.seq)
     ORDER BY m.created_at DESC, m.seq DESC LIMIT 1) p
+"""
+
+# CONTEXT_TEXTS for a batch of many tenants (a bulk import): the pairs of :users and :ids
+# (parallel arrays) in one statement instead of one per tenant. Each note is found by a
+# primary-key probe (LATERAL ... LIMIT 1) rather than a join the planner may turn into a scan
+# of every note. It reads several tenants, so on Citus it would go to every shard: there the
+# store runs CONTEXT_TEXTS per tenant instead (see context_embeddings in writing.py).
+CONTEXT_TEXTS_MANY = """
+WITH fresh AS (
+    SELECT n.user_id, n.session_id, n.id, n.created_at, n.seq
+    FROM unnest(CAST(:users AS text[]), CAST(:ids AS uuid[])) AS k(user_id, id)
+    CROSS JOIN LATERAL (  -- a primary-key probe per note
+        SELECT n.user_id, n.session_id, n.id, n.created_at, n.seq FROM cortex.notes n
+        WHERE n.user_id = k.user_id AND n.id = k.id LIMIT 1) n
+), targets AS (
+    SELECT f.user_id, f.session_id, f.id, f.created_at, f.seq FROM fresh f
+    UNION
+    SELECT nx.user_id, nx.session_id, nx.id, nx.created_at, nx.seq
+    FROM fresh f
+    CROSS JOIN LATERAL (
+        SELECT m.user_id, m.session_id, m.id, m.created_at, m.seq FROM cortex.notes m
+        WHERE m.user_id = f.user_id AND m.session_id = f.session_id AND m.merged_into IS NULL
+          AND (m.created_at, m.seq) > (f.created_at, f.seq)
+        ORDER BY m.created_at, m.seq LIMIT 1) nx
+    WHERE NOT EXISTS (SELECT 1 FROM fresh g WHERE g.user_id = nx.user_id AND g.id = nx.id)
+)
+SELECT t.user_id, t.session_id, t.id, p.content || E'\\n' || n.content AS context_text
+FROM targets t
+CROSS JOIN LATERAL (
+    SELECT n.content FROM cortex.notes n WHERE n.user_id = t.user_id AND n.id = t.id LIMIT 1) n
+CROSS JOIN LATERAL (
+    SELECT m.content FROM cortex.notes m
+    WHERE m.user_id = t.user_id AND m.session_id = t.session_id AND m.merged_into IS NULL
+      AND (m.created_at, m.seq) < (t.created_at, t.seq)
+    ORDER BY m.created_at DESC, m.seq DESC LIMIT 1) p
+ORDER BY t.user_id, t.created_at, t.seq
 """
 
 INSERT_CONTEXT_EMBEDDINGS = """

@@ -17,6 +17,7 @@ from sqlalchemy import Connection, text
 
 from cortex_pg.embeddings.base import Embedder
 from cortex_pg.embeddings.windows import text_windows, window_chars
+from cortex_pg.store.copying import can_copy, copy_embeddings
 from cortex_pg.store.rows import vector_literal
 
 UPSERT_WINDOWS = """
@@ -76,11 +77,19 @@ def write_text_embeddings(
     """Write the text windows of ``notes`` (long-term notes) as embeddings of ``model`` (upsert), and with
     ``replace`` delete the windows past each note's count (left by a longer earlier text).
 
-    ``replace=False`` is for notes inserted in the same transaction (they have no rows yet).
+    ``replace=False`` is for notes inserted in the same transaction (they have no rows yet):
+    the rows then go in one binary ``COPY`` when the connection allows it
+    (:func:`cortex_pg.store.copying.can_copy`), else in the upsert.
 
     Returns:
         The number of window rows written.
     """
+    if not any(n.vectors for n in notes):
+        return 0
+    if not replace and can_copy(conn):
+        keys = [(n.user_id, n.id, n.session_id, "text", k) for n in notes for k in range(len(n.vectors))]
+        flat = [v for n in notes for v in n.vectors]
+        return copy_embeddings(conn, model, keys, flat, len(flat[0]))
     rows = [
         {
             "user_id": n.user_id,
@@ -92,8 +101,6 @@ def write_text_embeddings(
         for n in notes
         for k, v in enumerate(n.vectors)
     ]
-    if not rows:
-        return 0
     conn.execute(text(UPSERT_WINDOWS), {"rows": json.dumps(rows), "model": model})
     if replace:
         counts = [{"user_id": n.user_id, "id": n.id, "n": len(n.vectors)} for n in notes]

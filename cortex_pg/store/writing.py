@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import Connection, text
 
 from cortex_pg.db import tenancy
+from cortex_pg.db.distribution import is_distributed
 from cortex_pg.db.retry import retry_transient
 from cortex_pg.db.steps import (
     Blocking,
@@ -39,6 +40,7 @@ from cortex_pg.errors import (
     translate_db_errors,
 )
 from cortex_pg.store import sql, validation
+from cortex_pg.store.copying import can_copy, copy_embeddings
 from cortex_pg.store.records import Note
 from cortex_pg.store.rows import tenant_scoped, vector_literal
 from cortex_pg.store.text_embeddings import NoteWindows, embed_windows, write_text_embeddings
@@ -156,9 +158,11 @@ class NoteWriter:
                 call (a failure keeps the batches committed before it), and, when the store
                 holds no embedding of the model yet, the model's HNSW index is dropped for the
                 load and built once after it (a bulk build is many times faster than
-                inserting into the graph note by note). Searches meanwhile scan exactly; they
-                are never blocked. A load interrupted before the build leaves the index to the
-                next :meth:`open`, which builds it.
+                inserting into the graph note by note), partition by partition, side by side
+                (see ``_build_index_after_load``). Searches meanwhile scan exactly; they are
+                not blocked. A load interrupted before the build leaves the index to the next
+                :meth:`open`, which builds it. The planner's statistics of the notes are
+                refreshed (ANALYZE) each time the load has doubled the notes they knew of.
 
         Returns:
             One id per item, in order (existing ids for duplicates).
@@ -238,7 +242,13 @@ class NoteWriter:
                     if empty and index:
                         quoted = conn.dialect.identifier_preparer.quote(index)
                         conn.execute(text(f"DROP INDEX IF EXISTS cortex.{quoted}"))
+                    stored = conn.execute(text(sql.NOTES_ESTIMATE)).scalar_one()
                 ids: list[str] = []
+                # the planner's statistics of cortex.notes, refreshed each time the load has
+                # doubled the notes they knew of: a table that grew from (nearly) nothing
+                # without them gets index choices made for an empty table (a probe of the
+                # content-hash index done through a scan of the tenant's whole session)
+                analyze_at = max(stored, batch_size)
                 try:
                     for start in range(0, len(notes), batch_size):
                         ids += run(
@@ -251,18 +261,70 @@ class NoteWriter:
                                 enqueue=enqueue,
                             ),
                         )
+                        loaded = min(start + batch_size, len(notes))
+                        if loaded >= analyze_at and loaded < len(notes):
+                            with self.engine.begin() as conn:
+                                conn.execute(text("ANALYZE cortex.notes"))
+                            analyze_at = 2 * (stored + loaded)
                 finally:
                     if empty:
-                        with self.engine.begin() as conn:
-                            conn.execute(text("SET LOCAL maintenance_work_mem = '512MB'"))
-                            conn.execute(
-                                text("SELECT cortex.register_embedding_model(:m, :d, false)"),
-                                {"m": model, "d": dim},
-                            )
+                        self._build_index_after_load(model, dim)
                 return ids
             finally:
                 lock_conn.execute(text(sql.UNLOCK_BULK_LOAD))
                 lock_conn.commit()
+
+    def _build_index_after_load(self, model: str, dim: int) -> None:
+        """Build the HNSW index of ``model`` after a bulk load (``_bulk_store``).
+
+        The indexes of the partitions of ``cortex.embeddings`` come first, built side by side
+        on connections of their own, as many as the server's ``max_parallel_maintenance_workers``
+        (its bound for parallel maintenance work; at least 1, at most 4, which leaves the
+        store's pool connections to spare), each in a transaction of its own: a partition
+        refuses writes only while its own index is built, and searches read on meanwhile.
+        ``cortex.register_embedding_model`` then creates the parent index and attaches them in
+        one short transaction (about 10 ms after 100,000 notes; a search of a partition waits
+        for it, as attaching locks the partition's index). An interruption leaves the
+        partition indexes already built, which the next build (the next :meth:`open`, or the
+        next bulk load) attaches instead of building again.
+
+        Raises:
+            DatabaseError (and subclasses): a build failed.
+        """
+        from concurrent.futures import ThreadPoolExecutor
+
+        with translate_db_errors(), self.engine.connect() as conn:
+            steps = (
+                conn.execute(
+                    text("SELECT cortex.embedding_index_steps(:m, :d, false)"), {"m": model, "d": dim}
+                )
+                .scalars()
+                .all()
+            )
+            workers = int(conn.execute(text("SHOW max_parallel_maintenance_workers")).scalar_one())
+            sizes = conn.execute(text(sql.PARTITION_SIZES)).all()
+        # the partitions' builds (not the parent's ON ONLY index), largest partition first (the
+        # tenants of a hash partition differ in size); with leftovers of an interrupted
+        # concurrent build to drop first, the single transaction below does it all
+        size_of = {f" ON {r.nspname}.{r.relname} ": r.bytes for r in sizes}
+        builds = sorted(
+            (s for s in steps if s.startswith("CREATE INDEX") and " ON ONLY " not in s),
+            key=lambda s: -max((b for k, b in size_of.items() if k in s), default=0),
+        )
+        if builds and not any(s.startswith("DROP INDEX") for s in steps):
+
+            def build(step: str) -> None:
+                with translate_db_errors(), self.engine.begin() as conn:
+                    conn.execute(text("SET LOCAL maintenance_work_mem = '512MB'"))
+                    conn.exec_driver_sql(step)
+
+            with ThreadPoolExecutor(max_workers=max(1, min(workers, 4, len(builds)))) as pool:
+                list(pool.map(build, builds))
+        with translate_db_errors(), self.engine.begin() as conn:
+            conn.execute(text("SET LOCAL maintenance_work_mem = '512MB'"))
+            conn.execute(
+                text("SELECT cortex.register_embedding_model(:m, :d, false)"), {"m": model, "d": dim}
+            )
 
     def _store(
         self,
@@ -351,7 +413,7 @@ class NoteWriter:
             return ids
         yield from self._check_ids_free([n for n in fresh if n.explicit_id])
         windows = yield Blocking(embed_windows, (self.embedder, [n.content for n in fresh]))
-        rows = [dict(n.row(), embedding=vector_literal(w[0])) for n, w in zip(fresh, windows, strict=True)]
+        rows = [n.row() for n in fresh]
         inserted = {str(i) for i in (yield Query(sql.INSERT_NOTES, {"rows": json.dumps(rows)}, "scalars"))}
         if len(inserted) < len(rows):
             ids = yield from self._resolve_conflicts(ids, [n for n in fresh if str(n.id) not in inserted])
@@ -372,18 +434,24 @@ class NoteWriter:
             lambda conn: write_text_embeddings(conn, self.embedder.name, written, replace=False)
         )
         if rows:
-            yield from self._write_context_embeddings([r["user_id"] for r in rows], [r["id"] for r in rows])
+            yield from self._write_context_embeddings(
+                [r["user_id"] for r in rows], [r["id"] for r in rows], new=True
+            )
         if to_stm:
-            newest = _newest_per_scope(rows, capacity)
+            # STM keeps one embedding per note: its first window
+            newest = [
+                dict(r, embedding=vector_literal(by_id[r["id"]][0]))
+                for r in _newest_per_scope(rows, capacity)
+            ]
             yield Query(sql.INSERT_STM, {"rows": json.dumps(newest), "model": self.embedder.name}, "none")
             yield Query(sql.TRIM_STM, {**scopes, "capacity": capacity}, "none")
         return ids
 
-    def _write_context_embeddings(self, users: list[str], ids: list[str]) -> Plan[None]:
+    def _write_context_embeddings(self, users: list[str], ids: list[str], *, new: bool = False) -> Plan[None]:
         """The context embeddings of ``ids`` and of the notes that follow them (when the store's
         ``context_embeddings`` is on); see :func:`context_embeddings`."""
         if self.context_embeddings:
-            yield from context_embeddings(self.embedder, users, ids)
+            yield from context_embeddings(self.embedder, users, ids, new=new)
 
     def _check_ids_free(self, notes: list[validation.NewNote]) -> Plan[None]:
         """Caller-given ids must not be registered to another tenant (``cortex.note_ids``; the
@@ -673,10 +741,21 @@ def write_context_embeddings(conn: Connection, embedder: Embedder, users: list[s
     return in_transaction(conn, context_embeddings(embedder, users, ids))
 
 
-def context_embeddings(embedder: Embedder, users: list[str], ids: list[str]) -> Plan[int]:
+def context_embeddings(
+    embedder: Embedder, users: list[str], ids: list[str], *, new: bool = False
+) -> Plan[int]:
     """Embed the context texts of the notes ``ids`` (user ids ``users``) and of the stored notes
     that follow them, and write them as ``kind = 'context'`` embeddings of ``embedder``'s model
-    (see ``sql.CONTEXT_TEXTS``: predecessor's content, a newline, the note's content).
+    (see ``sql.CONTEXT_TEXTS``: predecessor's content, a newline, the note's content). The
+    texts are read by one statement per user, or, for notes of several users on a server that
+    is not distributed (Citus would send it to every shard), by one statement for all
+    (``sql.CONTEXT_TEXTS_MANY``); one ``embedder.embed`` call embeds them.
+
+    Args:
+        new: the notes ``ids`` were inserted by the current transaction (they have no
+            embedding rows yet): their rows then go in one binary ``COPY`` when the connection
+            allows it (:mod:`cortex_pg.store.copying`); the other rows (notes that follow them,
+            or ``ids`` with ``new=False``) are upserted.
 
     Returns:
         The number of context embeddings written (notes without a predecessor get none).
@@ -689,16 +768,39 @@ def context_embeddings(embedder: Embedder, users: list[str], ids: list[str]) -> 
     by_user: dict[str, list[str]] = {}
     for user, nid in zip(users, ids, strict=True):
         by_user.setdefault(user, []).append(str(nid))
-    targets = []
-    for user, user_ids in sorted(by_user.items()):
-        targets += yield Query(sql.CONTEXT_TEXTS, {"user_id": user, "ids": user_ids})
+    if len(by_user) > 1 and not (yield WithConnection(is_distributed)):
+        # a batch of many tenants (a bulk import): one statement for all of them
+        targets = yield Query(sql.CONTEXT_TEXTS_MANY, {"users": list(users), "ids": [str(i) for i in ids]})
+    else:  # one statement per tenant, which routes to its shard on Citus
+        targets = []
+        for user, user_ids in sorted(by_user.items()):
+            targets += yield Query(sql.CONTEXT_TEXTS, {"user_id": user, "ids": user_ids})
     if not targets:
         return 0
     vectors = yield Blocking(embedder.embed, ([t.context_text for t in targets],))
     check_vectors(embedder, vectors, len(targets))
-    rows = [
-        {"user_id": t.user_id, "id": str(t.id), "session_id": t.session_id, "embedding": vector_literal(v)}
-        for t, v in zip(targets, vectors, strict=True)
-    ]
-    yield Query(sql.INSERT_CONTEXT_EMBEDDINGS, {"rows": json.dumps(rows), "model": embedder.name}, "none")
-    return len(rows)
+    fresh = {(u, str(i)) for u, i in zip(users, ids, strict=True)} if new else set()
+    copied = [k for k, t in enumerate(targets) if (t.user_id, str(t.id)) in fresh]
+    if copied and (yield WithConnection(can_copy)):
+        keys = [(targets[k].user_id, targets[k].id, targets[k].session_id, "context", 0) for k in copied]
+        yield WithConnection(
+            lambda conn: copy_embeddings(
+                conn, embedder.name, keys, [vectors[k] for k in copied], embedder.dim
+            )
+        )
+        done = set(copied)
+        rest = [k for k in range(len(targets)) if k not in done]
+    else:
+        rest = list(range(len(targets)))
+    if rest:
+        rows = [
+            {
+                "user_id": targets[k].user_id,
+                "id": str(targets[k].id),
+                "session_id": targets[k].session_id,
+                "embedding": vector_literal(vectors[k]),
+            }
+            for k in rest
+        ]
+        yield Query(sql.INSERT_CONTEXT_EMBEDDINGS, {"rows": json.dumps(rows), "model": embedder.name}, "none")
+    return len(targets)
