@@ -100,6 +100,36 @@ def test_ingest_counts_the_file_s_notes_new_and_already_stored(run, tmp_path):
     assert r.exit_code == 0 and "3 read, 1 new, 2 already stored" in r.stdout
 
 
+def test_ingest_into_an_empty_store_is_a_bulk_load_with_the_index_built_after(run, db_url, tmp_path):
+    from sqlalchemy import create_engine, text
+
+    f = tmp_path / "many.txt"
+    f.write_text("\n\n".join(f"Paragraph {i} about topic {i % 7} and nothing else." for i in range(300)))
+    engine = create_engine(db_url)
+    try:
+        r = run("ingest", str(f), "--user", "bulk", "--chunk-size", "60", "--batch-size", "50")
+        assert r.exit_code == 0 and "300 read, 300 new" in r.stdout
+        with engine.connect() as conn:
+            # the model's HNSW index exists on every partition again after the load
+            missing = conn.execute(
+                text(
+                    "SELECT count(*) FROM pg_inherits i "
+                    "WHERE i.inhparent = 'cortex.embeddings'::regclass AND NOT EXISTS ("
+                    "  SELECT 1 FROM pg_index x JOIN pg_am a ON a.oid = (SELECT relam FROM pg_class WHERE oid = x.indexrelid)"
+                    "  WHERE x.indrelid = i.inhrelid AND a.amname = 'hnsw')"
+                )
+            ).scalar_one()
+            assert missing == 0
+            assert (
+                conn.execute(text("SELECT count(*) FROM cortex.notes WHERE user_id = 'bulk'")).scalar_one()
+                == 300
+            )
+    finally:
+        engine.dispose()
+    found = run("search", "Paragraph 42 about topic 0", "--user", "bulk", "--limit", "3")
+    assert found.exit_code == 0 and "Paragraph 42 about" in found.stdout
+
+
 def test_ingest_text_chunks_keep_headings_with_their_text_and_store_nothing_twice(run, tmp_path):
     f = tmp_path / "guide.md"
     body = "The installer copies the files and checks the checksums of each package. " * 12

@@ -96,7 +96,10 @@ def ingest(
     note's context.
 
     Prints how many notes were read, how many are new and how many were already stored
-    (the same content in the same user and session is stored once).
+    (the same content in the same user and session is stored once). The file is loaded in
+    bulk (``add_many(bulk=True)``): a transaction per batch, so an interrupted ingest keeps
+    what it stored and running it again stores only the rest; into a store that has no
+    embeddings yet, the vector index is built once after the load.
     """
     from cortex_pg import ingest as readers
     from cortex_pg.embeddings import embedder_from_name
@@ -121,18 +124,22 @@ def ingest(
         load = getattr(store.embedder, "load", None)
         if callable(load):
             load()
+        everything: list[dict[str, Any]] = []
         for uid, items in batches:
-            progress.update(task, description=f"ingesting {uid}")
             distinct, stored = _already_stored(store, items, uid, session)
-            store.add_many(
-                items,
-                user_id=uid,
-                session_id=session,
-                batch_size=batch_size,
-                to_stm=stm,
-                progress=lambda n: progress.advance(task, n),
-            )
             new += distinct - stored
+            everything += [{"user_id": uid, **item} for item in items]
+        progress.update(task, description=f"ingesting {len(batches)} user(s)")
+        # one bulk load: a transaction per batch, and into a store without embeddings of the
+        # model, the HNSW index built once after the load instead of note by note
+        store.add_many(
+            everything,
+            session_id=session,
+            batch_size=batch_size,
+            to_stm=stm,
+            progress=lambda n: progress.advance(task, n),
+            bulk=True,
+        )
     console.print(
         f"{total} read, {new} new, {total - new} already stored "
         f"({len(batches)} user(s); data: {data_location(ctx)})",
