@@ -249,3 +249,42 @@ def test_a_batch_copies_its_own_contexts_and_upserts_those_of_stored_notes_it_pr
     for nid, context_text in expect.items():
         assert np.array_equal(got[("u", nid, "context", 0)], np.float32(emb([context_text])[0])), context_text
     assert ("u", first, "context", 0) not in got
+
+
+def test_opening_a_store_during_a_bulk_load_leaves_the_dropped_index_to_the_load(db_url) -> None:  # noqa: ANN001
+    from sqlalchemy import create_engine, text
+
+    from cortex_pg.embeddings.hashing import HashingEmbedder
+    from cortex_pg.store import MemoryStore
+    from cortex_pg.store import sql as store_sql
+
+    def hnsw_parts(engine) -> int:  # noqa: ANN001
+        with engine.connect() as conn:
+            return conn.execute(
+                text(
+                    "SELECT count(*) FROM pg_inherits i JOIN pg_index x ON x.indrelid = i.inhrelid "
+                    "JOIN pg_class c ON c.oid = x.indexrelid JOIN pg_am a ON a.oid = c.relam "
+                    "WHERE i.inhparent = 'cortex.embeddings'::regclass AND a.amname = 'hnsw'"
+                )
+            ).scalar_one()
+
+    with MemoryStore.open(db_url, embedder=HashingEmbedder(), auto_migrate=False) as store:
+        store.add("a note", user_id="u")
+    engine = create_engine(db_url)
+    try:
+        assert hnsw_parts(engine) > 0
+        with engine.connect() as loader:  # a bulk load: holds the lock, dropped the index
+            loader.execute(text(store_sql.LOCK_BULK_LOAD))
+            index = loader.execute(
+                text("SELECT index_name FROM cortex.embedding_models WHERE active")
+            ).scalar_one()
+            loader.execute(text(f'DROP INDEX cortex."{index}"'))
+            loader.commit()
+            with MemoryStore.open(db_url, embedder=HashingEmbedder(), auto_migrate=False):
+                assert hnsw_parts(engine) == 0  # left to the load
+            loader.execute(text(store_sql.UNLOCK_BULK_LOAD))
+            loader.commit()
+        with MemoryStore.open(db_url, embedder=HashingEmbedder(), auto_migrate=False):
+            assert hnsw_parts(engine) > 0  # no load running: open builds it
+    finally:
+        engine.dispose()

@@ -229,3 +229,72 @@ def test_smoothing_prev_lifts_the_reply_after_the_best_match_and_not_the_turn_be
     assert reply_first[ids[0]] == pytest.approx(plain[ids[0]] / 1.9, rel=1e-6)  # not lifted: scaled
     earlier_first = relevance(0, 0.9)
     assert earlier_first[ids[0]] > plain[ids[0]] / 1.9
+
+
+@pytest.mark.parametrize(
+    ("ranking", "field"),
+    [
+        ({"vector_weight": 10**400}, "ranking.vector_weight"),  # too large for a float
+        ({"expansion": 10**400}, "ranking.expansion"),
+        ({"length_prior": 1e-320}, "ranking.length_prior"),  # d0 under one lexeme
+        ({"length_prior": 0.5}, "ranking.length_prior"),
+    ],
+)
+def test_extreme_numbers_are_refused_by_name(ranking, field) -> None:  # noqa: ANN001
+    with pytest.raises(ValidationError) as err:
+        Ranking.parse(ranking)
+    assert err.value.field == field
+
+
+def test_numpy_numbers_are_numbers() -> None:
+    np = pytest.importorskip("numpy")
+    assert Ranking.parse({"expansion": np.int64(3), "vector_weight": np.float64(0.25)}) == Ranking(
+        expansion=3, vector_weight=0.25
+    )
+
+
+def test_plain_sql_reads_whole_floats_and_refuses_extremes_as_22023(store) -> None:  # noqa: ANN001
+    _fill(store)
+    with store.engine.begin() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT id FROM cortex.search_notes('u', NULL, 'garden', 5, p_ranking => '{\"expansion\": 5.0}')"
+            )
+        ).all()
+    assert rows
+    for bad in ('{"vector_weight": 1e400}', '{"length_prior": 1e-400}', '{"rrf_k": 1e-400}'):
+        with pytest.raises(sqlalchemy.exc.DBAPIError) as err, store.engine.begin() as conn:
+            conn.execute(
+                text(
+                    "SELECT * FROM cortex.search_notes('u', NULL, 'garden', 5, p_ranking => CAST(:r AS jsonb))"
+                ),
+                {"r": bad},
+            )
+        assert err.value.orig.sqlstate == "22023", bad
+
+
+def test_a_huge_limit_in_plain_sql_is_not_an_overflow(store) -> None:  # noqa: ANN001
+    _fill(store)
+    with store.engine.begin() as conn:
+        rows = conn.execute(text("SELECT id FROM cortex.search_notes('u', NULL, 'garden', 2147483647)")).all()
+    assert len(rows) >= 3
+
+
+@pytest.mark.parametrize("fusion", ["score", "rrf"])
+def test_a_note_without_an_embedding_is_ranked_by_its_text_not_crashed_on(store, fusion) -> None:  # noqa: ANN001
+    store.add("Frank services his car every spring", user_id="frank", session_id="f")
+    store.add("Frank plays chess on Sundays", user_id="frank", session_id="f")
+    store.add("Frank bakes bread on Saturdays", user_id="frank", session_id="g")
+    with store.engine.begin() as conn:  # written from SQL: searchable by full text, not embedded yet
+        conn.execute(
+            text(
+                "INSERT INTO cortex.notes (user_id, session_id, content) "
+                "VALUES ('frank', 'sql', 'Written from psql: the boiler service is on Thursday')"
+            )
+        )
+    got = store.search("boiler Thursday", user_id="frank", limit=4, touch=False, ranking={"fusion": fusion})
+    [sql_note] = [r for r in got if r.content.startswith("Written from psql")]
+    assert sql_note.semantic_score is None and sql_note.text_score > 0 and sql_note.vector_rank is None
+    assert len(got) == 4
+    assert all(r.score is not None for r in got)
+    assert [r.score for r in got] == sorted((r.score for r in got), reverse=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from sqlalchemy import Engine, text
+from sqlalchemy import Connection, Engine, text
 
 from cortex_pg.config import Settings
 from cortex_pg.db import migrate, tenancy
@@ -26,7 +26,7 @@ from cortex_pg.errors import (
     ValidationError,
     translate_db_errors,
 )
-from cortex_pg.store import validation
+from cortex_pg.store import sql, validation
 from cortex_pg.store.reading import NoteReader
 from cortex_pg.store.rows import note_from_row, result_from_row, vector_literal
 from cortex_pg.store.searching import NoteSearch, QueryVectorCache
@@ -241,7 +241,19 @@ class MemoryStore(NoteWriter, NoteReader, NoteSearch, STMLossReader):
                         f"{name!r} produces vectors that are not comparable with them; use "
                         f"{active.model!r} or re-embed the notes first"
                     )
+            if active is not None and active.model == name and self._bulk_load_running(conn):
+                # a bulk load dropped the model's index for its load and builds it after; building
+                # it now would make the rest of the load insert into the graph note by note
+                return
             conn.execute(text("SELECT cortex.register_embedding_model(:m, :d, true)"), {"m": name, "d": dim})
+
+    @staticmethod
+    def _bulk_load_running(conn: Connection) -> bool:
+        """Whether another session holds the bulk-load lock (``add_many(bulk=True)``)."""
+        if conn.execute(text(sql.TRY_LOCK_BULK_LOAD)).scalar_one():
+            conn.execute(text(sql.UNLOCK_BULK_LOAD))
+            return False
+        return True
 
 
 def _dispose(engine: Engine) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
@@ -33,7 +34,7 @@ class Ranking:
         context_weight: share of the note's context embedding (the note read after its session
             predecessor) in its semantic score, in [0, 1]; 0 = the text embedding alone.
         length_prior: d0 of the length prior: the text cosine of a note of dl distinct lexemes
-            is multiplied by min(1, sqrt(dl / d0)); 0 turns it off. In [0, 10000] lexemes.
+            is multiplied by min(1, sqrt(dl / d0)); 0 turns it off. 0 or in [1, 10000] lexemes.
         smoothing_prev: share of the previous note's relevance (same session) a note takes,
             in [0, 1] (a reply inherits from what it answers).
         smoothing_next: share of the next note's relevance a note takes, in [0, 1].
@@ -100,11 +101,15 @@ _RANGES: dict[str, tuple[float, float]] = {
 def _checked(key: str, raw: object, field: str) -> float | int:
     """``raw`` as the number attribute ``key`` holds (``expansion`` a whole number)."""
     where = f"{field}.{key}"
-    if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
+    if isinstance(raw, bool) or not isinstance(raw, numbers.Real):
         raise ValidationError(where, f"must be a number, got {raw!r}")
     low, high = _RANGES[key]
-    if not low <= raw <= high:
+    # compared before any conversion: an integer too large for a float is out of range, not an
+    # OverflowError
+    if not (isinstance(raw, numbers.Integral) or math.isfinite(raw)) or not low <= raw <= high:
         raise ValidationError(where, f"must be in [{low}, {high}], got {raw!r}")
+    if key == "length_prior" and 0 < raw < 1:
+        raise ValidationError(where, f"must be 0 (off) or in [1, {high}] lexemes, got {raw!r}")
     if key == "expansion":
         if raw != int(raw):
             raise ValidationError(where, f"must be a whole number, got {raw!r}")

@@ -51,11 +51,12 @@ class SearchResult:
         score: final score, ``(1 - w) * relevance_score + w * recency_score``; higher is better.
         relevance_score: normalised-score fusion of the vector and BM25 scores, smoothed with the
             note's session neighbours (``search_notes`` v5 and later), in [0, 1].
-        semantic_score: the mean of the query's cosine with the note's text embedding (its best
-            window) weighed by the length prior ``min(1, sqrt(dl / 24))`` for a note of ``dl``
-            distinct lexemes, and with its context embedding (the weighed text cosine when it
-            has none) (``search_notes`` v7), in [-1, 1] (None when searching without an
-            embedding).
+        semantic_score: ``(1 - c) * w * cos(query, text) + c * cos(query, context)``: the
+            note's text embedding (its best window) weighed by the length prior
+            ``w = min(1, sqrt(dl / 24))`` for a note of ``dl`` distinct lexemes, and its context
+            embedding (the text's cosine when it has none), ``c`` = the ranking's
+            ``context_weight`` (0.5) (``search_notes`` v8), in [-1, 1] (None when searching
+            without an embedding, or for a note not embedded yet).
         distance: ``1 - semantic_score``, in [0, 2].
         text_score: Okapi BM25 score of the note for the query (0 when no term matched).
         recency_score: ``exp(-age_days / 7)`` in (0, 1], age measured from ``now``.

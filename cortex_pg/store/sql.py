@@ -141,6 +141,7 @@ SELECT * FROM hits ORDER BY score DESC, id
 # cortex.register_embedding_model after the load.
 LOCK_BULK_LOAD = "SELECT pg_advisory_lock(hashtextextended('cortex.bulk_load', 0))"
 UNLOCK_BULK_LOAD = "SELECT pg_advisory_unlock(hashtextextended('cortex.bulk_load', 0))"
+TRY_LOCK_BULK_LOAD = "SELECT pg_try_advisory_lock(hashtextextended('cortex.bulk_load', 0))"
 MODEL_HAS_EMBEDDINGS = "SELECT 1 FROM cortex.embeddings WHERE model = :model LIMIT 1"
 MODEL_INDEX = "SELECT index_name FROM cortex.embedding_models WHERE model = :model"
 # the planner's estimate of the number of notes (0 before the first ANALYZE)

@@ -17,6 +17,9 @@
 -- neighbour lookups are skipped when smoothing and expansion are all 0. Reciprocal rank fusion
 -- ranks the candidates by v and by s (s > 0); an expansion note takes the rank it would have
 -- among them.
+-- A candidate without an embedding of the model (a note written from SQL and not embedded
+-- yet) has no semantic score and takes no share of that signal (v7 gave it a NULL score).
+-- Values of p_ranking are compared exactly (numeric) and length_prior is 0 or in [1, 10000].
 -- v8 also runs in two steps. Step 1 (cortex.search_statement, dynamic SQL planned for each
 -- call's values) finds the candidates and each one's session neighbours, with whether each
 -- neighbour passes the search's conditions; it is the only part whose text depends on the
@@ -539,26 +542,29 @@ BEGIN
                              'smoothing_next', 'expansion', 'rrf_k') THEN
                 RAISE EXCEPTION 'p_ranking has an unknown key %', v_key USING ERRCODE = '22023';
             END IF;
+            -- compared as numeric (exact, any size), then read through numeric rounded to 12
+            -- places, so no value that passes overflows or underflows a float8
             IF jsonb_typeof(p_ranking->v_key) <> 'number'
                OR (v_key IN ('vector_weight', 'context_weight', 'smoothing_prev', 'smoothing_next')
-                   AND (p_ranking->>v_key)::float8 NOT BETWEEN 0 AND 1)
-               OR (v_key = 'length_prior' AND (p_ranking->>v_key)::float8 NOT BETWEEN 0 AND 10000)
+                   AND (p_ranking->>v_key)::numeric NOT BETWEEN 0 AND 1)
+               OR (v_key = 'length_prior' AND (p_ranking->>v_key)::numeric <> 0
+                   AND (p_ranking->>v_key)::numeric NOT BETWEEN 1 AND 10000)
                OR (v_key = 'expansion' AND ((p_ranking->>v_key)::numeric NOT BETWEEN 0 AND 50
                                             OR (p_ranking->>v_key)::numeric <> trunc((p_ranking->>v_key)::numeric)))
-               OR (v_key = 'rrf_k' AND (p_ranking->>v_key)::float8 NOT BETWEEN 1 AND 10000) THEN
+               OR (v_key = 'rrf_k' AND (p_ranking->>v_key)::numeric NOT BETWEEN 1 AND 10000) THEN
                 RAISE EXCEPTION 'p_ranking.% is out of range: %', v_key, p_ranking->v_key USING ERRCODE = '22023';
             END IF;
         END LOOP;
-        v_vector_weight := coalesce((p_ranking->>'vector_weight')::float8, v_vector_weight);
-        v_context_weight := coalesce((p_ranking->>'context_weight')::float8, v_context_weight);
-        v_length_prior := coalesce((p_ranking->>'length_prior')::float8, v_length_prior);
-        v_smoothing_prev := coalesce((p_ranking->>'smoothing_prev')::float8, v_smoothing_prev);
-        v_smoothing_next := coalesce((p_ranking->>'smoothing_next')::float8, v_smoothing_next);
-        v_expansion := coalesce((p_ranking->>'expansion')::int, v_expansion);
-        v_rrf_k := coalesce((p_ranking->>'rrf_k')::float8, v_rrf_k);
+        v_vector_weight := coalesce(round((p_ranking->>'vector_weight')::numeric, 12)::float8, v_vector_weight);
+        v_context_weight := coalesce(round((p_ranking->>'context_weight')::numeric, 12)::float8, v_context_weight);
+        v_length_prior := coalesce(round((p_ranking->>'length_prior')::numeric, 12)::float8, v_length_prior);
+        v_smoothing_prev := coalesce(round((p_ranking->>'smoothing_prev')::numeric, 12)::float8, v_smoothing_prev);
+        v_smoothing_next := coalesce(round((p_ranking->>'smoothing_next')::numeric, 12)::float8, v_smoothing_next);
+        v_expansion := coalesce((p_ranking->>'expansion')::numeric::int, v_expansion);
+        v_rrf_k := coalesce(round((p_ranking->>'rrf_k')::numeric, 12)::float8, v_rrf_k);
     END IF;
 
-    v_pool := least(greatest(p_limit * 2, 20), 1000);
+    v_pool := least(greatest(p_limit::bigint * 2, 20), 1000);
 
     SELECT coalesce(array_agg(x.lexeme), '{}') INTO v_terms
     FROM (SELECT t.lexeme
@@ -657,7 +663,7 @@ BEGIN
     -- the weights of the signals present
     pool_rel AS MATERIALIZED (
         SELECT ps.id, ps.v, ps.s,
-               (CASE WHEN p_query_embedding IS NULL THEN 0
+               (CASE WHEN p_query_embedding IS NULL OR ps.v IS NULL THEN 0
                      WHEN v_fusion = 'rrf' THEN fu.wv * (v_rrf_k + 1) / (v_rrf_k + ps.vrk)
                      ELSE fu.wv * CASE WHEN b.v_hi > b.v_lo THEN (ps.v - b.v_lo) / (b.v_hi - b.v_lo) ELSE 1 END END
                 + CASE WHEN cardinality(v_terms) = 0 OR ps.s <= 0 THEN 0
@@ -691,7 +697,7 @@ BEGIN
         SELECT pr.id, pr.v, pr.s, pr.rel, pr.ecov, pr.er FROM pool_rel pr
         UNION ALL
         SELECT es.id, es.v, es.s,
-               (CASE WHEN p_query_embedding IS NULL THEN 0
+               (CASE WHEN p_query_embedding IS NULL OR es.v IS NULL THEN 0
                      WHEN v_fusion = 'rrf'
                           THEN fu.wv * (v_rrf_k + 1) / (v_rrf_k + 1 + (SELECT count(*) FROM pool_signals ps WHERE ps.v > es.v))
                      ELSE fu.wv * CASE WHEN b.v_hi > b.v_lo THEN greatest(least((es.v - b.v_lo) / (b.v_hi - b.v_lo), 1), 0)
