@@ -97,7 +97,7 @@ class NoteSearch:
         collections: bool = False,
         ranking: Ranking | Mapping[str, Any] | None = None,
     ) -> Plan[list[SearchResult]]:
-        """Hybrid search of one user's notes, in one SQL statement (``cortex.search_notes``).
+        """Hybrid search of one user's notes, in one database call (``cortex.search_notes``).
 
         Vector candidates (HNSW, cosine over text and context embeddings, weighed by a length
         prior) and BM25 full-text candidates (``cortex.bm25_postings``) are fused by normalised

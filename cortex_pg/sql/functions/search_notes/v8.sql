@@ -1,4 +1,4 @@
--- cortex.search_notes (v8): hybrid search over a user's notes, in one SQL statement whose
+-- cortex.search_notes (v8): hybrid search over a user's notes, in one function call whose
 -- cost does not grow with the tenant's size.
 --
 --   SELECT * FROM cortex.search_notes('alice', '[...]'::vector, 'where did I park?', 10);
