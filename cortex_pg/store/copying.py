@@ -2,8 +2,8 @@
 
 Formatting a vector as text in Python and parsing it again in the server (``[x1,x2,...]``,
 then ``jsonb``, then ``vector``) took most of the time of a bulk load; here each vector goes
-as its float32 values (pgvector's binary form), turned into bytes by numpy in one call per
-batch, and the rows go in one ``COPY ... FROM STDIN (FORMAT BINARY)``.
+as its float32 values (pgvector's binary form, written by the ``pgvector`` package's psycopg
+dumper), and the rows go in one ``COPY ... FROM STDIN (FORMAT BINARY)`` framed by psycopg.
 
 ``COPY`` has no ``ON CONFLICT``, so it only writes rows that cannot exist yet: the embeddings
 of notes inserted by the same transaction (their earlier rows, if the id was used before,
@@ -15,7 +15,6 @@ for the other cases.
 
 from __future__ import annotations
 
-import struct
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -28,9 +27,8 @@ COPY_EMBEDDINGS = (
     "FROM STDIN (FORMAT BINARY)"
 )
 
-_HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack("!ii", 0, 0)
-_TRAILER = struct.pack("!h", -1)
 _INFO_KEY = "cortex_pg.copy_embeddings"
+_OID_KEY = "cortex_pg.vector_oid"
 
 
 def can_copy(conn: Connection) -> bool:
@@ -48,8 +46,8 @@ def can_copy(conn: Connection) -> bool:
     return bool(allowed)
 
 
-def vector_bytes(vectors: Sequence[Sequence[float]] | np.ndarray, dim: int) -> list[bytes]:
-    """pgvector's binary form of each vector: ``int16 dim, int16 0, dim x float32``, big-endian.
+def vector_block(vectors: Sequence[Sequence[float]] | np.ndarray, dim: int) -> np.ndarray:
+    """The vectors as one ``(n, dim)`` float32 array (what pgvector's binary dumper writes).
 
     Args:
         vectors: n vectors of ``dim`` numbers each (lists or an ``(n, dim)`` array).
@@ -57,63 +55,22 @@ def vector_bytes(vectors: Sequence[Sequence[float]] | np.ndarray, dim: int) -> l
     Raises:
         ValueError: a vector of another length.
     """
-    if len(vectors) == 0:
-        return []
-    block = np.asarray(vectors, dtype=">f4")
-    if block.ndim != 2 or block.shape[1] != dim:
+    block = np.asarray(vectors, dtype=np.float32)
+    if len(vectors) and (block.ndim != 2 or block.shape[1] != dim):
         raise ValueError(f"expected vectors of {dim} numbers, got an array of shape {block.shape}")
-    head = struct.pack("!ihh", 4 + 4 * dim, dim, 0)  # field length, then the vector's header
-    return [head + row.tobytes() for row in block]
+    return block
 
 
-def _text(value: str) -> bytes:
-    data = value.encode()
-    return struct.pack("!i", len(data)) + data
-
-
-def embedding_copy_data(
-    model: str,
-    rows: Sequence[tuple[str, str | uuid.UUID, str, str, int]],
-    vectors: Sequence[Sequence[float]] | np.ndarray,
-    dim: int,
-) -> bytes:
-    """The binary ``COPY`` stream of :data:`COPY_EMBEDDINGS` for ``rows``.
-
-    Args:
-        model: the embedding model (every row's ``model``).
-        rows: ``(user_id, note_id, session_id, kind, window_no)`` per row; ``kind`` ``text`` or
-            ``context``, ``window_no`` in 0..32767.
-        vectors: one vector of ``dim`` numbers per row, in order.
+def vector_bytes(vectors: Sequence[Sequence[float]] | np.ndarray, dim: int) -> list[bytes]:
+    """pgvector's binary form of each vector (``int16 dim, int16 0, dim x float32``), as its
+    own ``Vector.to_binary`` writes it.
 
     Raises:
-        ValueError: as many vectors as rows are needed, each of ``dim`` numbers.
+        ValueError: a vector of another length.
     """
-    if len(rows) != len(vectors):
-        raise ValueError(f"{len(rows)} rows but {len(vectors)} vectors")
-    model_field = _text(model)
-    kinds = {"text": _text("text"), "context": _text("context")}
-    parts = [_HEADER]
-    for (user_id, note_id, session_id, kind, window_no), vec in zip(
-        rows, vector_bytes(vectors, dim), strict=True
-    ):
-        nid = note_id if isinstance(note_id, uuid.UUID) else uuid.UUID(note_id)
-        parts.append(
-            b"".join(
-                (
-                    b"\x00\x07",
-                    _text(user_id),
-                    b"\x00\x00\x00\x10",
-                    nid.bytes,
-                    model_field,
-                    kinds[kind],
-                    struct.pack("!ih", 2, window_no),
-                    _text(session_id),
-                    vec,
-                )
-            )
-        )
-    parts.append(_TRAILER)
-    return b"".join(parts)
+    from pgvector import Vector
+
+    return [Vector(row).to_binary() for row in vector_block(vectors, dim)]
 
 
 def copy_embeddings(
@@ -123,8 +80,15 @@ def copy_embeddings(
     vectors: Sequence[Sequence[float]] | np.ndarray,
     dim: int,
 ) -> int:
-    """Write ``rows`` (see :func:`embedding_copy_data`) into ``cortex.embeddings`` with one
-    binary ``COPY`` on the transaction of ``conn`` (check :func:`can_copy` first).
+    """Write ``rows`` into ``cortex.embeddings`` with one binary ``COPY`` on the transaction of
+    ``conn`` (check :func:`can_copy` first). psycopg frames the rows; pgvector's binary dumper
+    writes the vectors.
+
+    Args:
+        model: the embedding model (every row's ``model``).
+        rows: ``(user_id, note_id, session_id, kind, window_no)`` per row; ``kind`` ``text`` or
+            ``context``, ``window_no`` in 0..32767.
+        vectors: one vector of ``dim`` numbers per row, in order.
 
     Returns:
         The number of rows written.
@@ -135,29 +99,58 @@ def copy_embeddings(
     """
     if not rows:
         return 0
-    data = embedding_copy_data(model, rows, vectors, dim)
-    _copy(conn, COPY_EMBEDDINGS, data)
+    if len(rows) != len(vectors):
+        raise ValueError(f"{len(rows)} rows but {len(vectors)} vectors")
+    block = vector_block(vectors, dim)
+    records = [
+        (user_id, note_id if isinstance(note_id, uuid.UUID) else uuid.UUID(note_id), model, kind, window_no,
+         session_id, vec)
+        for (user_id, note_id, session_id, kind, window_no), vec in zip(rows, block, strict=True)
+    ]  # fmt: skip
+    _copy(conn, COPY_EMBEDDINGS, records)
     return len(rows)
 
 
-def _copy(conn: Connection, statement: str, data: bytes) -> None:
-    """Run ``statement`` (a ``COPY ... FROM STDIN``) with ``data`` on the driver connection of
-    ``conn``; psycopg errors are re-raised as SQLAlchemy's (as ``conn.execute`` would)."""
+def _vector_oid(conn: Connection) -> int:
+    """The OID of the ``vector`` type (asked once per pooled connection, kept in ``conn.info``)."""
+    oid = conn.info.get(_OID_KEY)
+    if oid is None:
+        oid = conn.info[_OID_KEY] = conn.exec_driver_sql("SELECT 'vector'::regtype::oid").scalar_one()
+    return int(oid)
+
+
+def _copy(conn: Connection, statement: str, records: list[tuple[Any, ...]]) -> None:
+    """Run ``statement`` (a ``COPY ... FROM STDIN (FORMAT BINARY)`` of the embeddings' seven
+    columns) with ``records`` on the driver connection of ``conn``; psycopg errors are
+    re-raised as SQLAlchemy's (as ``conn.execute`` would). The vector dumper is registered on
+    the cursor only, so the pooled connection reads vectors as before."""
     import psycopg
+    from pgvector.psycopg.vector import VectorBinaryDumper
     from sqlalchemy.exc import DBAPIError
 
+    oid = _vector_oid(conn)
+    dumper = type("EmbeddingDumper", (VectorBinaryDumper,), {"oid": oid})
+    types = ["text", "uuid", "text", "text", "int2", "text", oid]
     raw: Any = conn.connection.driver_connection
     try:
         if isinstance(raw, psycopg.AsyncConnection):
             from sqlalchemy.util import await_only
 
             async def run() -> None:
-                async with raw.cursor() as cur, cur.copy(statement) as copy:
-                    await copy.write(data)
+                async with raw.cursor() as cur:
+                    cur.adapters.register_dumper(np.ndarray, dumper)
+                    async with cur.copy(statement) as copy:
+                        copy.set_types(types)
+                        for record in records:
+                            await copy.write_row(record)
 
             await_only(run())
         else:
-            with raw.cursor() as cur, cur.copy(statement) as copy:
-                copy.write(data)
+            with raw.cursor() as cur:
+                cur.adapters.register_dumper(np.ndarray, dumper)
+                with cur.copy(statement) as copy:
+                    copy.set_types(types)
+                    for record in records:
+                        copy.write_row(record)
     except psycopg.Error as exc:
         raise DBAPIError.instance(statement, None, exc, psycopg.Error) from exc
