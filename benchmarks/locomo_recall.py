@@ -51,7 +51,7 @@ CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 
 
 _NO_NEIGHBOURS = {"smoothing_prev": 0, "smoothing_next": 0, "expansion": 0}
 #: rows of ``--ablation``: (name, ranking); the levers of the default ranking are documented in
-#: sql/functions/search_notes/v8.sql
+#: sql/functions/search_notes/v9.sql
 ABLATION: list[tuple[str, dict]] = [
     ("default ranking", {}),
     ("- context embedding", {"context_weight": 0}),

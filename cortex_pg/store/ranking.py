@@ -1,7 +1,7 @@
 """The constants of the search ranking (``cortex.search_notes`` v8, its ``p_ranking`` argument).
 
 The defaults are the library's ranking, chosen on LoCoMo dev conversations (see
-``sql/functions/search_notes/v8.sql`` for each constant's measured range); a caller overrides
+``sql/functions/search_notes/v9.sql`` for each constant's measured range); a caller overrides
 any of them per search (``MemoryStore.search(..., ranking={...})``), e.g. to reproduce the
 reference rankings of ``benchmarks/locomo_recall.py``.
 """
