@@ -25,9 +25,15 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 
+V8_STATEMENT = "cortex.search_statement(text, int, text, text, boolean, boolean, boolean, text, boolean)"
+V9_STATEMENT = V8_STATEMENT[:-1] + ", boolean)"
+
+
 def upgrade() -> None:
+    op.execute(f"DROP FUNCTION IF EXISTS {V8_STATEMENT}")
     op.execute(read_sql("functions/search_notes/v9.sql"))
 
 
 def downgrade() -> None:
+    op.execute(f"DROP FUNCTION IF EXISTS {V9_STATEMENT}")
     op.execute(read_sql("functions/search_notes/v8.sql"))

@@ -21,7 +21,9 @@
 -- distance of the stored vectors themselves (embedding <=> q, not the index's expression), so a
 -- tenant with few windows is not walked through its whole HNSW graph to find them. Results are
 -- v8's, but for the index scan's approximation (its recall@10 against exact search is measured
--- by benchmarks/perf.py).
+-- by benchmarks/perf.py). The expansion notes' signals are computed by an inlined call too (v8
+-- passed their ids through a sub-select, which kept cortex.search_signals from being inlined
+-- and had it planned on every search: 0.7 ms for 9 notes, 0.13 ms inlined).
 --
 -- v8 (Alembic 0021) takes the ranking's constants as an argument, p_ranking (a JSON object,
 -- every key optional; cortex_pg.store.ranking.Ranking): fusion ("score" | "rrf"),
@@ -169,7 +171,7 @@
 CREATE OR REPLACE FUNCTION cortex.search_statement(
     p_model text, p_dim int, p_filter_n text DEFAULT 'true', p_filter_s text DEFAULT 'true',
     p_entities boolean DEFAULT false, p_vector boolean DEFAULT true, p_text boolean DEFAULT true,
-    p_tiers text DEFAULT 'all', p_neighbours boolean DEFAULT true
+    p_tiers text DEFAULT 'all', p_neighbours boolean DEFAULT true, p_prepared boolean DEFAULT false
 ) RETURNS text
 LANGUAGE plpgsql IMMUTABLE AS $fn$
 DECLARE
@@ -186,6 +188,11 @@ DECLARE
               AND ($7::timestamptz IS NULL OR s.created_at < $7)
               AND %1$s$q$, p_filter_s);
     v_neighbours text;
+    -- a vector candidate's note: joined, or (p_prepared) looked up one by one, so that a generic
+    -- plan, made without knowing the tenant, does not read the tenant's notes whole to join them
+    v_note text := CASE WHEN p_prepared
+        THEN 'CROSS JOIN LATERAL (SELECT n.* FROM cortex.notes n WHERE n.user_id = e.user_id AND n.id = e.note_id LIMIT 1) n'
+        ELSE 'JOIN cortex.notes n ON n.user_id = e.user_id AND n.id = e.note_id' END;
     v_entities text := $q$
         ent_ranked AS (SELECT NULL::uuid AS id, NULL::float8 AS cov, NULL::int AS r WHERE false),
         ent_weight AS (SELECT 0::float8 AS w),
@@ -255,7 +262,7 @@ $q$, v_window_n, p_filter_n, p_model);
     v_vec_ltm := format($q$
             SELECT e.note_id AS id, (e.embedding::%1$s <=> $2::%1$s)::float8 AS dist
             FROM cortex.embeddings e
-            JOIN cortex.notes n ON n.user_id = e.user_id AND n.id = e.note_id
+            %5$s
             WHERE $2::vector IS NOT NULL
               AND e.model = %2$L AND e.kind = 'text' AND e.window_no = 0
               AND e.user_id = $1 AND ($9::text IS NULL OR e.session_id = $9)
@@ -266,7 +273,7 @@ $q$, v_window_n, p_filter_n, p_model);
             ) UNION ALL (
             SELECT e.note_id AS id, (e.embedding <=> $2)::float8 AS dist  -- not the index's expression
             FROM cortex.embeddings e
-            JOIN cortex.notes n ON n.user_id = e.user_id AND n.id = e.note_id
+            %5$s
             WHERE $2::vector IS NOT NULL
               AND EXISTS (SELECT 1 FROM cortex.embeddings w   -- ix_embeddings_windows
                           WHERE w.user_id = $1 AND w.model = %2$L AND w.window_no > 0)
@@ -275,7 +282,7 @@ $q$, v_window_n, p_filter_n, p_model);
               AND $10 IN ('all', 'ltm') AND n.merged_into IS NULL
               AND %3$s AND %4$s
             ORDER BY 2
-            LIMIT $11$q$, v_cast, p_model, v_window_n, p_filter_n);
+            LIMIT $11$q$, v_cast, p_model, v_window_n, p_filter_n, v_note);
     v_vec_stm := format($q$
             SELECT s.id, (s.embedding <=> $2) AS dist
             FROM cortex.stm_notes s
@@ -520,6 +527,11 @@ DECLARE
     v_sort_mode text;
     v_by_index boolean := false;
     v_filter_n text;
+    v_plain boolean;
+    v_neighbours boolean;
+    v_statement text;
+    v_name text;
+    v_workers text;
 BEGIN
     IF p_user_id IS NULL THEN
         RAISE EXCEPTION 'p_user_id must not be NULL' USING ERRCODE = '22023';
@@ -625,32 +637,56 @@ BEGIN
         END IF;
     END IF;
 
-    -- a large tenant without a session, window or filter: its vector candidates by the HNSW
-    -- index (v9, see the header; enable_sort off leaves the index as the only ordered path)
+    -- a search without a session, window or filter (the usual one): its candidate statement is
+    -- prepared once per session and run on a generic plan (v9, see the header); a large
+    -- tenant's vector candidates then come from its HNSW index, which enable_sort off leaves
+    -- as the only ordered path
     v_filter_n := cortex.compile_filter(p_filter, 'n');
-    IF p_query_embedding IS NOT NULL AND p_memory_source <> 'stm' AND p_session_id IS NULL
-       AND p_date_from IS NULL AND p_date_to IS NULL AND v_filter_n = 'true'
-       AND coalesce((SELECT c.doc_count FROM cortex.bm25_corpus c WHERE c.user_id = p_user_id), 0) >= 256 THEN
-        v_by_index := true;
-        v_sort_mode := current_setting('enable_sort');
-        PERFORM set_config('enable_sort', 'off', true);
-    END IF;
+    v_plain := p_session_id IS NULL AND p_date_from IS NULL AND p_date_to IS NULL AND v_filter_n = 'true';
+    v_by_index := v_plain AND p_query_embedding IS NOT NULL AND p_memory_source <> 'stm'
+        AND coalesce((SELECT c.doc_count FROM cortex.bm25_corpus c WHERE c.user_id = p_user_id), 0) >= 256;
+    v_neighbours := v_smoothing_prev > 0 OR v_smoothing_next > 0 OR v_expansion > 0;
+    v_statement := cortex.search_statement(
+        coalesce(v_model, ''), coalesce(v_dim, 1), v_filter_n, cortex.compile_filter(p_filter, 's'),
+        v_ent_weight > 0, p_query_embedding IS NOT NULL, cardinality(v_terms) > 0, p_memory_source,
+        v_neighbours, v_plain);
 
-    -- step 1, the candidates (dynamic: the model's index expression and the compiled filter are
-    -- part of its text, and it is planned for the call's values, so a tenant's HNSW index or
-    -- an exact scan of a small tenant is chosen as fits)
-    EXECUTE cortex.search_statement(
-        coalesce(v_model, ''), coalesce(v_dim, 1),
-        v_filter_n, cortex.compile_filter(p_filter, 's'), v_ent_weight > 0,
-        p_query_embedding IS NOT NULL, cardinality(v_terms) > 0, p_memory_source,
-        v_smoothing_prev > 0 OR v_smoothing_next > 0 OR v_expansion > 0)
-    INTO v_ids, v_ecov, v_er, v_in_ltm, v_prev, v_prev_ok, v_next, v_next_ok, v_ent_w
-    USING p_user_id, p_query_embedding, v_tsq, p_limit, p_temporal_weight::float8, p_date_from, p_date_to,
-          p_now, p_session_id, p_memory_source, v_pool, v_terms, v_rankers, p_context_embedding,
-          p_query_entities, v_ent_weight, p_expand_entities, v_n, v_avgdl,
-          v_smoothing_prev > 0 OR v_smoothing_next > 0 OR v_expansion > 0;
-    IF v_by_index THEN
+    -- step 1, the candidates
+    IF v_plain THEN
+        -- named by its text (model, tiers and rankers used) and by the scan chosen
+        v_name := 'cortex_search_' || CASE WHEN v_by_index THEN 'i_' ELSE 'e_' END || left(md5(v_statement), 20);
+        IF NOT EXISTS (SELECT 1 FROM pg_prepared_statements ps WHERE ps.name = v_name) THEN
+            EXECUTE format('PREPARE %I (text, vector, tsquery, int, float8, timestamptz, timestamptz, '
+                           'timestamptz, text, text, int, text[], int, vector, text[], float8, boolean, '
+                           'float8, float8, boolean) AS %s', v_name, v_statement);
+        END IF;
+        v_plan_mode := current_setting('plan_cache_mode');
+        v_sort_mode := current_setting('enable_sort');
+        v_workers := current_setting('max_parallel_workers_per_gather');
+        PERFORM set_config('plan_cache_mode', 'force_generic_plan', true);
+        PERFORM set_config('enable_sort', CASE WHEN v_by_index THEN 'off' ELSE 'on' END, true);
+        -- (a plan made for no tenant in particular may count on a large one and start parallel
+        -- workers, which take longer to start than a tenant's candidates take to find)
+        PERFORM set_config('max_parallel_workers_per_gather', '0', true);
+        -- (a prepared statement takes its arguments as literals: EXECUTE has no parameters)
+        EXECUTE format('EXECUTE %I (%L, %L, %L, %L, %L, NULL, NULL, %L, NULL, %L, %L, %L, %L, %L, %L, %L, '
+                       '%L, %L, %L, %L)',
+                       v_name, p_user_id, p_query_embedding, v_tsq, p_limit, p_temporal_weight::float8,
+                       p_now, p_memory_source, v_pool, v_terms, v_rankers, p_context_embedding,
+                       p_query_entities, v_ent_weight, p_expand_entities, v_n, v_avgdl, v_neighbours)
+        INTO v_ids, v_ecov, v_er, v_in_ltm, v_prev, v_prev_ok, v_next, v_next_ok, v_ent_w;
         PERFORM set_config('enable_sort', v_sort_mode, true);
+        PERFORM set_config('max_parallel_workers_per_gather', v_workers, true);
+        PERFORM set_config('plan_cache_mode', v_plan_mode, true);
+    ELSE
+        -- dynamic, planned for the call's values: the filter is part of the text, and a
+        -- session, window or filter's selectivity decides between the HNSW index and an exact
+        -- scan of the notes that pass
+        EXECUTE v_statement
+        INTO v_ids, v_ecov, v_er, v_in_ltm, v_prev, v_prev_ok, v_next, v_next_ok, v_ent_w
+        USING p_user_id, p_query_embedding, v_tsq, p_limit, p_temporal_weight::float8, p_date_from, p_date_to,
+              p_now, p_session_id, p_memory_source, v_pool, v_terms, v_rankers, p_context_embedding,
+              p_query_entities, v_ent_weight, p_expand_entities, v_n, v_avgdl, v_neighbours;
     END IF;
     IF v_ids IS NULL THEN
         RETURN;
@@ -721,10 +757,13 @@ BEGIN
         CROSS JOIN LATERAL (VALUES (t.prev_id, t.prev_ok), (t.next_id, t.next_ok)) nb(id, ok)
         WHERE nb.ok AND nb.id NOT IN (SELECT pr.id FROM pool_rel pr)
     ),
+    -- (one note per call, joined laterally: an argument holding a sub-select would keep the SQL
+    -- function from being inlined, and a call that is not inlined is planned on every search)
     expansion_signals AS MATERIALIZED (
-        SELECT * FROM cortex.search_signals(p_user_id, ARRAY(SELECT x.id FROM expansion x), v_model,
-                                            p_query_embedding, v_terms, v_n, v_avgdl, p_memory_source,
-                                            v_context_weight, v_length_prior)
+        SELECT es.* FROM expansion x
+        CROSS JOIN LATERAL cortex.search_signals(p_user_id, ARRAY[x.id], v_model, p_query_embedding, v_terms,
+                                                 v_n, v_avgdl, p_memory_source, v_context_weight,
+                                                 v_length_prior) es
     ),
     expanded AS MATERIALIZED (
         SELECT pr.id, pr.v, pr.s, pr.rel, pr.ecov, pr.er FROM pool_rel pr
