@@ -199,6 +199,13 @@ def run(store: MemoryStore, conversations, args) -> int:  # noqa: ANN001
         f"ingest: {n_notes / ingest_s:.1f} notes/s ({ingest_s:.1f} s, embedding"
         f"{' and entity extraction' if store.extract_entities else ''} included)"
     )
+    # searches are timed in a steady state: planner statistics fresh, as autovacuum leaves them
+    # a minute after a load (right after it, a new store's tables have none, and searches are
+    # three to four times slower until autovacuum's next round)
+    from sqlalchemy import text as sql_text
+
+    with store.engine.connect() as conn:
+        conn.execution_options(isolation_level="AUTOCOMMIT").execute(sql_text("ANALYZE"))
     if args.evolve:
         from cortex_pg.evolution.worker import Worker
 

@@ -165,3 +165,56 @@ def test_the_search_restores_the_settings_it_changes(store) -> None:  # noqa: AN
         assert [n for n, _, _ in _prepared(conn)] and all(
             n.startswith("cortex_search_i_") for n, _, _ in _prepared(conn)
         )
+
+
+def _same_partition_as(store: MemoryStore, user_id: str) -> str:
+    """A user id whose embeddings share ``user_id``'s partition."""
+    with store.engine.connect() as conn:
+        return conn.execute(
+            text(
+                "SELECT 'small' || i FROM generate_series(1, 1000) i WHERE "
+                "(SELECT g FROM generate_series(0, 31) g WHERE satisfies_hash_partition("
+                "'cortex.embeddings'::regclass, 32, g, 'small' || i)) = "
+                "(SELECT g FROM generate_series(0, 31) g WHERE satisfies_hash_partition("
+                "'cortex.embeddings'::regclass, 32, g, CAST(:u AS text))) LIMIT 1"
+            ),
+            {"u": user_id},
+        ).scalar_one()
+
+
+def test_the_tenant_partition_share_finds_the_partition_postgres_routes_to(store) -> None:  # noqa: ANN001
+    users = ["big", "a", "b", "carol", "tenant-42"]
+    for u in users:
+        store.add_many(_notes(5, u), user_id=u, to_stm=False)
+    with store.engine.connect() as conn:
+        conn.execution_options(isolation_level="AUTOCOMMIT").execute(text("ANALYZE cortex.embeddings"))
+        for u in users:
+            share, expected = conn.execute(
+                text(
+                    "SELECT cortex.tenant_partition_share(:u), 2.0 * 5 / greatest(("
+                    "SELECT r.reltuples FROM pg_class r WHERE r.oid = "
+                    "(SELECT e.tableoid FROM cortex.embeddings e WHERE e.user_id = :u LIMIT 1)), 1)"
+                ),
+                {"u": u},
+            ).one()
+            assert share == expected
+        assert conn.execute(text("SELECT cortex.tenant_partition_share('nobody')")).scalar_one() is None
+
+
+def test_a_tenant_sharing_its_partition_with_a_larger_one_is_planned_for_its_values(store) -> None:  # noqa: ANN001
+    small = _same_partition_as(store, "big")
+    store.add_many(_notes(2000, "big"), user_id="big", to_stm=False)
+    store.add_many(_notes(300, small), user_id=small, to_stm=False)
+    with store.engine.connect() as conn:
+        conn.execution_options(isolation_level="AUTOCOMMIT").execute(text("ANALYZE"))
+    base = {"q": None, "m": store.embedder.name, "df": None, "f": None}
+    with store.engine.connect() as conn:
+        conn.execute(text("DEALLOCATE ALL"))
+        share = conn.execute(text("SELECT cortex.tenant_partition_share(:u)"), {"u": small}).scalar_one()
+        assert 0 < share < 0.2  # 600 of its partition's 4,600 rows
+        got = conn.execute(SEARCH, {**base, "u": small, "v": _vec(store, f"{small} note 7: the station")}).all()
+        assert len(got) == 10
+        assert _prepared(conn) == []  # planned for its values, not prepared
+        conn.execute(SEARCH, {**base, "u": "big", "v": _vec(store, "big note 7: the station")}).all()
+        assert [n[:16] for n, _, _ in _prepared(conn)] == ["cortex_search_i_"]
+        conn.rollback()

@@ -7,23 +7,38 @@
 --   SELECT * FROM cortex.search_notes('alice', '[...]'::vector, 'parking', 10,
 --                                     p_ranking => '{"fusion": "rrf", "smoothing_prev": 0}');
 --
--- v9 (Alembic 0022) sends a large tenant's vector candidates through its HNSW index. PostgreSQL's
--- cost model prices pgvector's HNSW scan far above what it takes, so for a tenant of about a
--- thousand notes it chose an exact scan: 1.3 to 1.6 ms against 0.3 ms by the index (a
--- 10,000-note store, 988 notes in the tenant's partition, pool 20); the exact scan grows with
--- the tenant (about 1.2 us a note) while the index scan stays near 0.3 ms, so they cross near
--- 250 notes. When the search has a query embedding, no session, date window or where_filter
--- (a filter's selectivity is the planner's to weigh) and the tenant holds at least 256
--- current long-term notes (cortex.bm25_corpus.doc_count), the candidate statement is planned
--- with enable_sort off, which leaves the index as the only ordered path (set for step 1 and
--- restored after it, so the rest of the transaction is untouched). Below 256 notes, or with a
--- filter, the planner chooses as in v8. The later windows of long notes are ordered by the
--- distance of the stored vectors themselves (embedding <=> q, not the index's expression), so a
--- tenant with few windows is not walked through its whole HNSW graph to find them. Results are
--- v8's, but for the index scan's approximation (its recall@10 against exact search is measured
--- by benchmarks/perf.py). The expansion notes' signals are computed by an inlined call too (v8
--- passed their ids through a sub-select, which kept cortex.search_signals from being inlined
--- and had it planned on every search: 0.7 ms for 9 notes, 0.13 ms inlined).
+-- v9 (Alembic 0022) stops planning the usual search. A search without a session, date window
+-- or where_filter prepares its candidate statement once per session (PREPARE, named after the
+-- statement's text and the scan chosen, cortex_search_<i|e>_<md5>) and runs it on a generic plan,
+-- with its arguments as literals (EXECUTE of a prepared statement takes no parameters); v8
+-- planned it on every call (about 1 ms). A filtered search's best plan depends on the filter's
+-- selectivity, so it is still planned for its values, as in v8. In the prepared statement a
+-- vector candidate's note is looked up by id (a generic plan, made without knowing the tenant,
+-- read the tenant's notes whole to join them) and no parallel worker is planned (a plan made
+-- for no tenant in particular may count on a large one; starting workers took 10 ms).
+-- Which scan finds the vector candidates: PostgreSQL's cost model prices pgvector's HNSW scan
+-- far above what it takes, so for a tenant of about a thousand notes it chose an exact scan,
+-- 1.3 to 1.6 ms against 0.3 ms through the index (a 10,000-note store, pool 20); the exact
+-- scan grows with the tenant (1.2 to 2.7 us a note) while the index scan stays near 0.3 ms
+-- when the tenant fills most of its partition, so they cross near 250 notes. An HNSW scan of a
+-- tenant that shares its hash partition with larger ones walks past their entries: at 9 % of
+-- its partition (938 notes among 21,000 rows) it took 1.7 to 2.3 ms and agreed with exact
+-- search on 93 % of the top 10. So a tenant of at least 256 current notes
+-- (cortex.bm25_corpus.doc_count) that holds at least a fifth of its partition's rows
+-- (cortex.tenant_partition_share) has its vector candidates found through the index (the
+-- statement is planned with enable_sort off, which leaves the index as the only ordered path,
+-- and the setting restored after it); a smaller tenant is read exactly (prepared, generic);
+-- a tenant of 256 notes or more that holds less of its partition is planned for its values
+-- (v8's choice). Later windows of long notes are ordered by the distance of the stored vectors
+-- (embedding <=> q, not the index's expression), so a tenant with few windows is never walked
+-- through its HNSW graph to find them. The expansion notes' signals come from an inlined call
+-- (v8 passed their ids through a sub-select, which kept cortex.search_signals from being
+-- inlined and had it planned on every search: 0.7 ms for 9 notes, 0.13 ms inlined). Results
+-- are v8's, but for the index scan's approximation where v8 read a tenant exactly (v8 and v9
+-- alternately on a 100,000-note store, 100 searches per tenant: identical top 10 for tenants
+-- of 17,511, 9,298 and 938 notes; vector-only p50 0.58x, 0.65x and 1.00x of v8's time, hybrid
+-- 0.77x, 0.77x, 0.98x; LoCoMo dev R@5 / R@10 / R@25 / R@50 unchanged at 67.3 / 77.3 / 84.7 /
+-- 89.9).
 --
 -- v8 (Alembic 0021) takes the ranking's constants as an argument, p_ranking (a JSON object,
 -- every key optional; cortex_pg.store.ranking.Ranking): fusion ("score" | "rrf"),
@@ -167,7 +182,9 @@
 -- $10 memory_source, $11 pool, $12 query lexemes, $13 number of rankers, $14 context
 -- embedding, $15 query entities, $16 entity weight, $17 expand entities, $18 N, $19 avgdl
 -- (the same as v7's, some unused here so that they keep their numbers), $20 whether to look
--- the neighbours up (smoothing or expansion asked for).
+-- the neighbours up (smoothing or expansion asked for). With p_prepared (v9) a vector
+-- candidate's note is looked up by id, one by one, instead of joined: the statement is then
+-- prepared and run on a generic plan, made without knowing the tenant.
 CREATE OR REPLACE FUNCTION cortex.search_statement(
     p_model text, p_dim int, p_filter_n text DEFAULT 'true', p_filter_s text DEFAULT 'true',
     p_entities boolean DEFAULT false, p_vector boolean DEFAULT true, p_text boolean DEFAULT true,
@@ -446,6 +463,26 @@ LANGUAGE sql STABLE AS $fn$
             0)::float8 / p_length_prior)) END AS w) lp
 $fn$;
 
+-- cortex.tenant_partition_share(p_user_id) -> float8: the tenant's share of the rows of its
+-- partition of cortex.embeddings, estimated as 2 * its current long-term notes (a text and a
+-- context embedding each, cortex.bm25_corpus) / the partition's pg_class.reltuples (as ANALYZE
+-- or autovacuum left it); above 1 when the estimate runs ahead of the statistics. The partition
+-- is found the way PostgreSQL routes a row (satisfies_hash_partition over the 32 remainders of
+-- Alembic 0013, partitions cortex_partitions.embeddings_p00 .. p31), without reading the table
+-- (a lookup through the partitioned table took 2.7 ms, this one 13 us). NULL for a tenant
+-- without notes or another layout (e.g. a distributed table). search_notes v9 uses it to tell
+-- a tenant whose partition it mostly fills (HNSW scan) from one that shares it with larger ones.
+CREATE OR REPLACE FUNCTION cortex.tenant_partition_share(p_user_id text) RETURNS float8
+LANGUAGE sql STABLE AS $fn$
+    SELECT 2.0 * c.doc_count / greatest(r.reltuples, 1)
+    FROM cortex.bm25_corpus c
+    CROSS JOIN LATERAL (SELECT g FROM generate_series(0, 31) g
+                        WHERE satisfies_hash_partition('cortex.embeddings'::regclass, 32, g, p_user_id)
+                        LIMIT 1) p
+    JOIN pg_class r ON r.oid = to_regclass(format('cortex_partitions.embeddings_p%s', lpad(p.g::text, 2, '0')))
+    WHERE c.user_id = p_user_id
+$fn$;
+
 CREATE OR REPLACE FUNCTION cortex.search_notes(
     p_user_id text,
     p_query_embedding vector,
@@ -532,6 +569,7 @@ DECLARE
     v_statement text;
     v_name text;
     v_workers text;
+    v_share float8;
 BEGIN
     IF p_user_id IS NULL THEN
         RAISE EXCEPTION 'p_user_id must not be NULL' USING ERRCODE = '22023';
@@ -643,8 +681,16 @@ BEGIN
     -- as the only ordered path
     v_filter_n := cortex.compile_filter(p_filter, 'n');
     v_plain := p_session_id IS NULL AND p_date_from IS NULL AND p_date_to IS NULL AND v_filter_n = 'true';
-    v_by_index := v_plain AND p_query_embedding IS NOT NULL AND p_memory_source <> 'stm'
-        AND coalesce((SELECT c.doc_count FROM cortex.bm25_corpus c WHERE c.user_id = p_user_id), 0) >= 256;
+    IF v_plain AND p_query_embedding IS NOT NULL AND p_memory_source <> 'stm'
+       AND coalesce((SELECT c.doc_count FROM cortex.bm25_corpus c WHERE c.user_id = p_user_id), 0) >= 256 THEN
+        -- the tenant's share of the rows of its partition of cortex.embeddings (two a note: text
+        -- and context); a tenant that shares its partition with much larger ones is a filter
+        -- the HNSW scan walks past most entries for (slower than an exact scan, and less exact):
+        -- its statement is planned for its values instead
+        v_share := cortex.tenant_partition_share(p_user_id);
+        v_by_index := coalesce(v_share, 1) >= 0.2;
+        v_plain := v_by_index;
+    END IF;
     v_neighbours := v_smoothing_prev > 0 OR v_smoothing_next > 0 OR v_expansion > 0;
     v_statement := cortex.search_statement(
         coalesce(v_model, ''), coalesce(v_dim, 1), v_filter_n, cortex.compile_filter(p_filter, 's'),
