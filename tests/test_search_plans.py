@@ -83,14 +83,13 @@ def test_a_long_note_of_a_large_tenant_is_found_by_a_later_window(db_url) -> Non
         ending = "At last the lighthouse keeper painted the tower bright orange."
         long_id = store.add(body + " " + ending, user_id="big", to_stm=False)
         store.add_many(_notes(300, "big"), user_id="big", to_stm=False)
-        vec = "[" + ",".join(map(str, store.embedder.embed([ending])[0])) + "]"
         with store.engine.begin() as conn:
             best = conn.execute(
                 text(
                     "SELECT id::text FROM cortex.search_notes('big', CAST(:v AS vector), NULL, 5, "
                     "p_model => :m) LIMIT 1"
                 ),
-                {"v": vec, "m": store.embedder.name},
+                {"v": _vec(store, ending), "m": store.embedder.name},
             ).scalar_one()
         assert best == str(long_id)
     finally:
@@ -154,7 +153,14 @@ def test_the_prepared_and_the_planned_statements_rank_alike(store) -> None:  # n
 
 def test_the_search_restores_the_settings_it_changes(store) -> None:  # noqa: ANN001
     store.add_many(_notes(300, "big"), user_id="big", to_stm=False)
-    args = {"u": "big", "q": None, "v": _vec(store, "the garden"), "m": store.embedder.name, "df": None, "f": None}
+    args = {
+        "u": "big",
+        "q": None,
+        "v": _vec(store, "the garden"),
+        "m": store.embedder.name,
+        "df": None,
+        "f": None,
+    }
     with store.engine.begin() as conn:
         conn.execute(text("SET LOCAL max_parallel_workers_per_gather = 3"))
         conn.execute(text("SET LOCAL plan_cache_mode = force_custom_plan"))
@@ -212,7 +218,9 @@ def test_a_tenant_sharing_its_partition_with_a_larger_one_is_planned_for_its_val
         conn.execute(text("DEALLOCATE ALL"))
         share = conn.execute(text("SELECT cortex.tenant_partition_share(:u)"), {"u": small}).scalar_one()
         assert 0 < share < 0.2  # 600 of its partition's 4,600 rows
-        got = conn.execute(SEARCH, {**base, "u": small, "v": _vec(store, f"{small} note 7: the station")}).all()
+        got = conn.execute(
+            SEARCH, {**base, "u": small, "v": _vec(store, f"{small} note 7: the station")}
+        ).all()
         assert len(got) == 10
         assert _prepared(conn) == []  # planned for its values, not prepared
         conn.execute(SEARCH, {**base, "u": "big", "v": _vec(store, "big note 7: the station")}).all()
