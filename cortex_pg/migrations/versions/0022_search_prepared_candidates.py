@@ -6,8 +6,8 @@ call). A tenant of at least 256 notes that holds at least a fifth of its embeddi
 (the new ``cortex.tenant_partition_share``) finds its vector candidates through its HNSW index,
 which PostgreSQL's cost model passed over for an exact scan several times slower. Later windows
 of long notes are ordered by the stored vectors' own distance, never through the index.
-``cortex.search_statement`` takes ``p_prepared`` (candidate notes looked up one by one, for a
-generic plan), so v8's signature is dropped. Results are v8's but for the index scan's
+``cortex.search_statement`` takes ``p_scan`` ('planned', or for a generic plan 'index' or
+'exact': candidate notes looked up one by one), so v8's signature is dropped. Results are v8's but for the index scan's
 approximation.
 
 Revision ID: 0022
@@ -30,7 +30,7 @@ depends_on: str | Sequence[str] | None = None
 
 
 V8_STATEMENT = "cortex.search_statement(text, int, text, text, boolean, boolean, boolean, text, boolean)"
-V9_STATEMENT = V8_STATEMENT[:-1] + ", boolean)"
+V9_STATEMENT = V8_STATEMENT[:-1] + ", text)"
 
 
 def upgrade() -> None:

@@ -27,9 +27,12 @@
 -- (cortex.bm25_corpus.doc_count) that holds at least a fifth of its partition's rows
 -- (cortex.tenant_partition_share) has its vector candidates found through the index (the
 -- statement is planned with enable_sort off, which leaves the index as the only ordered path,
--- and the setting restored after it); a smaller tenant is read exactly (prepared, generic);
--- a tenant of 256 notes or more that holds less of its partition is planned for its values
--- (v8's choice). Later windows of long notes are ordered by the distance of the stored vectors
+-- and the setting restored after it); a smaller tenant is read exactly (prepared, generic,
+-- ordered by the stored vectors' own distance, which no index gives, its rows found by its
+-- user_id with enable_seqscan off: a generic plan ordered by the index's expression chose the
+-- HNSW scan for a 5-note tenant sharing its partition with a 5,000-note one, 15 to 180 ms and
+-- notes missed); a tenant of 256 notes or more that holds less of its partition, or whose
+-- partition was never analyzed, is planned for its values (v8's choice). Later windows of long notes are ordered by the distance of the stored vectors
 -- (embedding <=> q, not the index's expression), so a tenant with few windows is never walked
 -- through its HNSW graph to find them. The expansion notes' signals come from an inlined call
 -- (v8 passed their ids through a sub-select, which kept cortex.search_signals from being
@@ -182,13 +185,16 @@
 -- $10 memory_source, $11 pool, $12 query lexemes, $13 number of rankers, $14 context
 -- embedding, $15 query entities, $16 entity weight, $17 expand entities, $18 N, $19 avgdl
 -- (the same as v7's, some unused here so that they keep their numbers), $20 whether to look
--- the neighbours up (smoothing or expansion asked for). With p_prepared (v9) a vector
--- candidate's note is looked up by id, one by one, instead of joined: the statement is then
--- prepared and run on a generic plan, made without knowing the tenant.
+-- the neighbours up (smoothing or expansion asked for). p_scan (v9) says how the vector
+-- candidates are found: 'planned' (the default: notes joined, ordered by the index's
+-- expression, the planner chooses the scan for the call's values), 'index' or 'exact' (for a
+-- prepared statement run on a generic plan, made without knowing the tenant: a candidate's
+-- note is looked up by id, one by one; 'index' orders by the index's expression, 'exact' by
+-- the stored vectors' own distance, which no index can give, so the tenant is read exactly).
 CREATE OR REPLACE FUNCTION cortex.search_statement(
     p_model text, p_dim int, p_filter_n text DEFAULT 'true', p_filter_s text DEFAULT 'true',
     p_entities boolean DEFAULT false, p_vector boolean DEFAULT true, p_text boolean DEFAULT true,
-    p_tiers text DEFAULT 'all', p_neighbours boolean DEFAULT true, p_prepared boolean DEFAULT false
+    p_tiers text DEFAULT 'all', p_neighbours boolean DEFAULT true, p_scan text DEFAULT 'planned'
 ) RETURNS text
 LANGUAGE plpgsql IMMUTABLE AS $fn$
 DECLARE
@@ -205,16 +211,23 @@ DECLARE
               AND ($7::timestamptz IS NULL OR s.created_at < $7)
               AND %1$s$q$, p_filter_s);
     v_neighbours text;
-    -- a vector candidate's note: joined, or (p_prepared) looked up one by one, so that a generic
+    -- a vector candidate's note: joined, or (prepared) looked up one by one, so that a generic
     -- plan, made without knowing the tenant, does not read the tenant's notes whole to join them
-    v_note text := CASE WHEN p_prepared
+    v_note text := CASE WHEN p_scan IN ('index', 'exact')
         THEN 'CROSS JOIN LATERAL (SELECT n.* FROM cortex.notes n WHERE n.user_id = e.user_id AND n.id = e.note_id LIMIT 1) n'
         ELSE 'JOIN cortex.notes n ON n.user_id = e.user_id AND n.id = e.note_id' END;
+    -- the window-0 scan's order: the index's expression, or (exact) the stored vectors' own
+    -- distance, which no index gives
+    v_order text := CASE WHEN p_scan = 'exact' THEN '(e.embedding <=> $2)'
+                         ELSE format('e.embedding::%1$s <=> $2::%1$s', v_cast) END;
     v_entities text := $q$
         ent_ranked AS (SELECT NULL::uuid AS id, NULL::float8 AS cov, NULL::int AS r WHERE false),
         ent_weight AS (SELECT 0::float8 AS w),
 $q$;
 BEGIN
+    IF p_scan IS NULL OR p_scan NOT IN ('planned', 'index', 'exact') THEN
+        RAISE EXCEPTION 'p_scan must be planned, index or exact, got %', p_scan USING ERRCODE = '22023';
+    END IF;
     IF p_entities THEN  -- the entity list (only planned when the search asks for it)
         v_entities := format($q$
         q_ents AS (
@@ -277,7 +290,7 @@ $q$, v_window_n, p_filter_n, p_model);
     -- windows, each scan up to pool rows: the first alone gives pool distinct notes however
     -- many windows a long note has near the query; the second finds long notes by any window
     v_vec_ltm := format($q$
-            SELECT e.note_id AS id, (e.embedding::%1$s <=> $2::%1$s)::float8 AS dist
+            SELECT e.note_id AS id, (%6$s)::float8 AS dist
             FROM cortex.embeddings e
             %5$s
             WHERE $2::vector IS NOT NULL
@@ -285,7 +298,7 @@ $q$, v_window_n, p_filter_n, p_model);
               AND e.user_id = $1 AND ($9::text IS NULL OR e.session_id = $9)
               AND $10 IN ('all', 'ltm') AND n.merged_into IS NULL
               AND %3$s AND %4$s
-            ORDER BY e.embedding::%1$s <=> $2::%1$s
+            ORDER BY %6$s
             LIMIT $11
             ) UNION ALL (
             SELECT e.note_id AS id, (e.embedding <=> $2)::float8 AS dist  -- not the index's expression
@@ -299,7 +312,7 @@ $q$, v_window_n, p_filter_n, p_model);
               AND $10 IN ('all', 'ltm') AND n.merged_into IS NULL
               AND %3$s AND %4$s
             ORDER BY 2
-            LIMIT $11$q$, v_cast, p_model, v_window_n, p_filter_n, v_note);
+            LIMIT $11$q$, v_cast, p_model, v_window_n, p_filter_n, v_note, v_order);
     v_vec_stm := format($q$
             SELECT s.id, (s.embedding <=> $2) AS dist
             FROM cortex.stm_notes s
@@ -465,21 +478,26 @@ $fn$;
 
 -- cortex.tenant_partition_share(p_user_id) -> float8: the tenant's share of the rows of its
 -- partition of cortex.embeddings, estimated as 2 * its current long-term notes (a text and a
--- context embedding each, cortex.bm25_corpus) / the partition's pg_class.reltuples (as ANALYZE
--- or autovacuum left it); above 1 when the estimate runs ahead of the statistics. The partition
+-- context embedding each, cortex.bm25_corpus) / the partition's rows at its last ANALYZE
+-- (pg_class.reltuples; autovacuum refreshes it once a tenth of the rows changed); above 1
+-- when the tenant grew since. The partition
 -- is found the way PostgreSQL routes a row (satisfies_hash_partition over the 32 remainders of
 -- Alembic 0013, partitions cortex_partitions.embeddings_p00 .. p31), without reading the table
--- (a lookup through the partitioned table took 2.7 ms, this one 13 us). NULL for a tenant
--- without notes or another layout (e.g. a distributed table). search_notes v9 uses it to tell
+-- (a lookup through the partitioned table took 2.7 ms, this one 13 us; read from the catalog
+-- by name, which needs no privilege on the partitions' schema, so the RLS role may call it;
+-- under RLS it sees its own tenant's count only).
+-- NULL for a tenant without notes, a partition not analyzed since it held rows (relpages 0),
+-- or another layout (e.g. a distributed table). search_notes v9 uses it to tell
 -- a tenant whose partition it mostly fills (HNSW scan) from one that shares it with larger ones.
 CREATE OR REPLACE FUNCTION cortex.tenant_partition_share(p_user_id text) RETURNS float8
 LANGUAGE sql STABLE AS $fn$
-    SELECT 2.0 * c.doc_count / greatest(r.reltuples, 1)
+    SELECT CASE WHEN r.relpages > 0 AND r.reltuples > 0 THEN 2.0 * c.doc_count / r.reltuples END
     FROM cortex.bm25_corpus c
     CROSS JOIN LATERAL (SELECT g FROM generate_series(0, 31) g
                         WHERE satisfies_hash_partition('cortex.embeddings'::regclass, 32, g, p_user_id)
                         LIMIT 1) p
-    JOIN pg_class r ON r.oid = to_regclass(format('cortex_partitions.embeddings_p%s', lpad(p.g::text, 2, '0')))
+    JOIN pg_namespace s ON s.nspname = 'cortex_partitions'
+    JOIN pg_class r ON r.relnamespace = s.oid AND r.relname = format('embeddings_p%s', lpad(p.g::text, 2, '0'))
     WHERE c.user_id = p_user_id
 $fn$;
 
@@ -570,6 +588,7 @@ DECLARE
     v_name text;
     v_workers text;
     v_share float8;
+    v_seqscan_mode text;
 BEGIN
     IF p_user_id IS NULL THEN
         RAISE EXCEPTION 'p_user_id must not be NULL' USING ERRCODE = '22023';
@@ -687,15 +706,16 @@ BEGIN
         -- and context); a tenant that shares its partition with much larger ones is a filter
         -- the HNSW scan walks past most entries for (slower than an exact scan, and less exact):
         -- its statement is planned for its values instead
+        -- (unknown, NULL, before the partition's first ANALYZE or in another layout: planned too)
         v_share := cortex.tenant_partition_share(p_user_id);
-        v_by_index := coalesce(v_share, 1) >= 0.2;
+        v_by_index := coalesce(v_share >= 0.2, false);
         v_plain := v_by_index;
     END IF;
     v_neighbours := v_smoothing_prev > 0 OR v_smoothing_next > 0 OR v_expansion > 0;
     v_statement := cortex.search_statement(
         coalesce(v_model, ''), coalesce(v_dim, 1), v_filter_n, cortex.compile_filter(p_filter, 's'),
         v_ent_weight > 0, p_query_embedding IS NOT NULL, cardinality(v_terms) > 0, p_memory_source,
-        v_neighbours, v_plain);
+        v_neighbours, CASE WHEN v_by_index THEN 'index' WHEN v_plain THEN 'exact' ELSE 'planned' END);
 
     -- step 1, the candidates
     IF v_plain THEN
@@ -708,9 +728,13 @@ BEGIN
         END IF;
         v_plan_mode := current_setting('plan_cache_mode');
         v_sort_mode := current_setting('enable_sort');
+        v_seqscan_mode := current_setting('enable_seqscan');
         v_workers := current_setting('max_parallel_workers_per_gather');
         PERFORM set_config('plan_cache_mode', 'force_generic_plan', true);
+        -- a large tenant: the index is the only ordered path; a small one: its rows come by its
+        -- user_id, never by a scan of the partition it may share with a large tenant
         PERFORM set_config('enable_sort', CASE WHEN v_by_index THEN 'off' ELSE 'on' END, true);
+        PERFORM set_config('enable_seqscan', CASE WHEN v_by_index THEN v_seqscan_mode ELSE 'off' END, true);
         -- (a plan made for no tenant in particular may count on a large one and start parallel
         -- workers, which take longer to start than a tenant's candidates take to find)
         PERFORM set_config('max_parallel_workers_per_gather', '0', true);
@@ -722,6 +746,7 @@ BEGIN
                        p_query_entities, v_ent_weight, p_expand_entities, v_n, v_avgdl, v_neighbours)
         INTO v_ids, v_ecov, v_er, v_in_ltm, v_prev, v_prev_ok, v_next, v_next_ok, v_ent_w;
         PERFORM set_config('enable_sort', v_sort_mode, true);
+        PERFORM set_config('enable_seqscan', v_seqscan_mode, true);
         PERFORM set_config('max_parallel_workers_per_gather', v_workers, true);
         PERFORM set_config('plan_cache_mode', v_plan_mode, true);
     ELSE
