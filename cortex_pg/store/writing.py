@@ -753,9 +753,10 @@ def context_embeddings(
 
     Args:
         new: the notes ``ids`` were inserted by the current transaction (they have no
-            embedding rows yet): their rows then go in one binary ``COPY`` when the connection
-            allows it (:mod:`cortex_pg.store.copying`); the other rows (notes that follow them,
-            or ``ids`` with ``new=False``) are upserted.
+            embedding rows yet): when the connection allows it (:mod:`cortex_pg.store.copying`)
+            every row then goes in one binary ``COPY``, after the context rows of the stored
+            notes that follow them are deleted; otherwise (or with ``new=False``) rows are
+            upserted.
 
     Returns:
         The number of context embeddings written (notes without a predecessor get none).
@@ -780,16 +781,20 @@ def context_embeddings(
     vectors = yield Blocking(embedder.embed, ([t.context_text for t in targets],))
     check_vectors(embedder, vectors, len(targets))
     fresh = {(u, str(i)) for u, i in zip(users, ids, strict=True)} if new else set()
-    copied = [k for k, t in enumerate(targets) if (t.user_id, str(t.id)) in fresh]
-    if copied and (yield WithConnection(can_copy)):
-        keys = [(targets[k].user_id, targets[k].id, targets[k].session_id, "context", 0) for k in copied]
-        yield WithConnection(
-            lambda conn: copy_embeddings(
-                conn, embedder.name, keys, [vectors[k] for k in copied], embedder.dim
+    if fresh and (yield WithConnection(can_copy)):
+        # the stored notes' context rows are replaced, not upserted: deleted, then written by
+        # the same binary COPY as the new notes' (an upsert carried each vector as text in
+        # jsonb, a tenth of an incremental load whose notes come out of order)
+        stale = [(t.user_id, str(t.id)) for t in targets if (t.user_id, str(t.id)) not in fresh]
+        if stale:
+            yield Query(
+                sql.DELETE_CONTEXT_EMBEDDINGS,
+                {"users": [u for u, _ in stale], "ids": [i for _, i in stale], "model": embedder.name},
+                "none",
             )
-        )
-        done = set(copied)
-        rest = [k for k in range(len(targets)) if k not in done]
+        keys = [(t.user_id, t.id, t.session_id, "context", 0) for t in targets]
+        yield WithConnection(lambda conn: copy_embeddings(conn, embedder.name, keys, vectors, embedder.dim))
+        rest: list[int] = []
     else:
         rest = list(range(len(targets)))
     if rest:
