@@ -367,7 +367,8 @@ class Bench:
 
     def _vector_ranker(self, tenant: str, q: int, filtered: bool = False) -> list[str]:
         """The vector ranker alone, as the search runs it: the nearest text embeddings of the
-        tenant by the model's HNSW index (same ef_search and iterative scan), top ``LIMIT``."""
+        tenant by the model's HNSW index (same ef_search, 40 for a limit of 10, and iterative scan),
+        top ``LIMIT``."""
         with self.store.engine.begin() as conn:
             conn.execute(text("SELECT set_config('hnsw.ef_search', '40', true)"))
             conn.execute(text("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"))
