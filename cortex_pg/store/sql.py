@@ -225,13 +225,12 @@ CROSS JOIN LATERAL (
 ORDER BY t.user_id, t.created_at, t.seq
 """
 
-# the context rows of notes (:users and :ids, parallel arrays) of model :model, before a COPY
-# writes them anew (context_embeddings in writing.py)
+# the context rows of notes :ids of tenant :user_id and model :model, before a COPY writes them
+# anew (context_embeddings in writing.py)
 DELETE_CONTEXT_EMBEDDINGS = """
 DELETE FROM cortex.embeddings e
-USING unnest(CAST(:users AS text[]), CAST(:ids AS uuid[])) AS k(user_id, id)
-WHERE e.user_id = k.user_id AND e.note_id = k.id AND e.model = :model AND e.kind = 'context'
-  AND e.window_no = 0
+WHERE e.user_id = :user_id AND e.note_id = ANY (CAST(:ids AS uuid[])) AND e.model = :model
+  AND e.kind = 'context' AND e.window_no = 0
 """
 
 INSERT_CONTEXT_EMBEDDINGS = """

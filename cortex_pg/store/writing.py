@@ -785,11 +785,14 @@ def context_embeddings(
         # the stored notes' context rows are replaced, not upserted: deleted, then written by
         # the same binary COPY as the new notes' (an upsert carried each vector as text in
         # jsonb, a tenth of an incremental load whose notes come out of order)
-        stale = [(t.user_id, str(t.id)) for t in targets if (t.user_id, str(t.id)) not in fresh]
-        if stale:
+        stale: dict[str, list[str]] = {}
+        for t in targets:
+            if (t.user_id, str(t.id)) not in fresh:
+                stale.setdefault(t.user_id, []).append(str(t.id))
+        for user, user_ids in sorted(stale.items()):  # one statement per tenant (one shard on Citus)
             yield Query(
                 sql.DELETE_CONTEXT_EMBEDDINGS,
-                {"users": [u for u, _ in stale], "ids": [i for _, i in stale], "model": embedder.name},
+                {"user_id": user, "ids": user_ids, "model": embedder.name},
                 "none",
             )
         keys = [(t.user_id, t.id, t.session_id, "context", 0) for t in targets]
