@@ -592,6 +592,8 @@ DECLARE
     v_name text;
     v_workers text;
     v_share float8;
+    v_docs bigint;
+    v_docs_avgdl float8;
     v_seqscan_mode text;
 BEGIN
     IF p_user_id IS NULL THEN
@@ -664,13 +666,16 @@ BEGIN
           WHERE t.lexeme !~ '[\\'']'
           ORDER BY t.positions[1]
           LIMIT 64) x;
+    -- the tenant's BM25 statistics, read once: N and average length for the full-text ranker,
+    -- N also for the choice of scan below
+    SELECT c.doc_count, c.total_length::float8 / greatest(c.doc_count, 1) INTO v_docs, v_docs_avgdl
+    FROM cortex.bm25_corpus c WHERE c.user_id = p_user_id;
+    v_docs := coalesce(v_docs, 0);
     IF cardinality(v_terms) > 0 THEN
         SELECT string_agg(quote_literal(t), ' | ')::tsquery INTO v_tsq FROM unnest(v_terms) AS t;
         v_rankers := v_rankers + 1;
-        SELECT c.doc_count, c.total_length::float8 / greatest(c.doc_count, 1) INTO v_n, v_avgdl
-        FROM cortex.bm25_corpus c WHERE c.user_id = p_user_id;
-        v_n := coalesce(v_n, 0);
-        v_avgdl := greatest(coalesce(v_avgdl, 1), 1);
+        v_n := v_docs;
+        v_avgdl := greatest(coalesce(v_docs_avgdl, 1), 1);
     END IF;
 
     IF p_model IS NULL THEN
@@ -707,7 +712,7 @@ BEGIN
     v_filter_n := cortex.compile_filter(p_filter, 'n');
     v_plain := p_session_id IS NULL AND p_date_from IS NULL AND p_date_to IS NULL AND v_filter_n = 'true';
     IF v_plain AND p_query_embedding IS NOT NULL AND p_memory_source <> 'stm'
-       AND coalesce((SELECT c.doc_count FROM cortex.bm25_corpus c WHERE c.user_id = p_user_id), 0) >= 256 THEN
+       AND v_docs >= 256 THEN
         -- the tenant's share of the rows of its partition of cortex.embeddings (two a note: text
         -- and context); a tenant that shares its partition with much larger ones is a filter
         -- the HNSW scan walks past most entries for (slower than an exact scan, and less exact):
