@@ -272,3 +272,50 @@ def test_a_single_candidate_or_a_tie_is_not_scored_zero(store):
     store.add("Another note about koalas", user_id="pair")
     store.add("Kangaroos again, and koalas", user_id="pair")
     assert all(r.relevance_score > 0 for r in store.search("koalas", user_id="pair", touch=False))
+
+
+def test_postings_of_a_note_already_indexed_are_refused_not_overwritten(store):
+    nid = store.add("herons nest by the river", user_id="alice")
+    with store.engine.connect() as conn:
+        before = conn.execute(
+            text("SELECT lexeme, tf, impact FROM cortex.bm25_postings WHERE note_id = :i ORDER BY 1"), {"i": nid}
+        ).all()
+        assert before
+        with pytest.raises(Exception, match="pk_bm25_postings"):
+            conn.execute(
+                text(
+                    "SELECT cortex.bm25_apply(ARRAY['alice'], ARRAY[CAST(:i AS uuid)], "
+                    "ARRAY[to_tsvector('english', 'herons herons herons')], 1)"
+                ),
+                {"i": nid},
+            )
+        conn.rollback()
+        after = conn.execute(
+            text("SELECT lexeme, tf, impact FROM cortex.bm25_postings WHERE note_id = :i ORDER BY 1"), {"i": nid}
+        ).all()
+    assert after == before
+    assert_statistics_exact(store)
+
+
+def test_one_insert_statement_records_each_note_in_the_history(store):
+    with store.engine.begin() as conn:
+        conn.execute(text("SET LOCAL cortex.change_reason = 'import'"))
+        conn.execute(
+            text(
+                "INSERT INTO cortex.notes (user_id, content, tags) "
+                "SELECT 'dora', 'imported note ' || i, ARRAY['t' || i] FROM generate_series(1, 3) i"
+            )
+        )
+    store.add_many([{"content": "first"}, {"content": "second"}], user_id="dora")
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT h.op, h.old, h.new, to_jsonb(n) - ARRAY['access_count', 'last_accessed_at', "
+                "'updated_at', 'tsv'] AS row FROM cortex.note_history h "
+                "JOIN cortex.notes n ON n.user_id = h.user_id AND n.id = h.note_id "
+                "WHERE h.user_id = 'dora' ORDER BY h.id"
+            )
+        ).all()
+    assert [r.op for r in rows] == ["import"] * 3 + ["insert"] * 2
+    assert all(r.old is None and r.new == r.row for r in rows)
+    assert [r.new["content"] for r in rows] == [f"imported note {i}" for i in (1, 2, 3)] + ["first", "second"]

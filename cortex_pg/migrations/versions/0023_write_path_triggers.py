@@ -1,0 +1,50 @@
+"""Write path: BM25 postings inserted without an upsert; note history written per statement
+
+``cortex.bm25_apply`` v2 inserts the postings of added notes instead of upserting them (an
+added note has no postings yet; the upsert's speculative insertion doubled the statement's
+time), and the history of inserted notes is written by one statement-level trigger with a
+transition table (``cortex.record_note_history_inserts``) instead of a PL/pgSQL call per row.
+Updates and deletes keep their per-row history trigger. Stored data is unchanged.
+
+Revision ID: 0023
+Revises: 0022
+Create Date: 2026-12-01 18:00:00
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from alembic import op
+
+from cortex_pg.db.migrate import read_sql
+
+revision: str = "0023"
+down_revision: str | None = "0022"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    op.execute(read_sql("functions/bm25_index/v2.sql"))
+    op.execute(read_sql("functions/note_triggers/v2.sql"))
+
+
+def _function(sql: str, name: str) -> str:
+    """The ``CREATE OR REPLACE FUNCTION <name>`` statement of a versioned file (to its ``$$;``)."""
+    found = re.search(rf"CREATE OR REPLACE FUNCTION {re.escape(name)}\(.*?\$\$;", sql, re.S)
+    if found is None:
+        raise RuntimeError(f"{name} is not defined in the file")
+    return found.group(0)
+
+
+def downgrade() -> None:
+    op.execute(_function(read_sql("functions/bm25_index/v1.sql"), "cortex.bm25_apply"))
+    op.execute("DROP TRIGGER IF EXISTS notes_history_insert ON cortex.notes")
+    op.execute("DROP TRIGGER IF EXISTS notes_history ON cortex.notes")
+    op.execute(
+        "CREATE TRIGGER notes_history AFTER INSERT OR UPDATE OR DELETE ON cortex.notes "
+        "FOR EACH ROW EXECUTE FUNCTION cortex.record_note_history()"
+    )
+    op.execute("DROP FUNCTION IF EXISTS cortex.record_note_history_inserts()")
