@@ -278,7 +278,8 @@ def test_postings_of_a_note_already_indexed_are_refused_not_overwritten(store):
     nid = store.add("herons nest by the river", user_id="alice")
     with store.engine.connect() as conn:
         before = conn.execute(
-            text("SELECT lexeme, tf, impact FROM cortex.bm25_postings WHERE note_id = :i ORDER BY 1"), {"i": nid}
+            text("SELECT lexeme, tf, impact FROM cortex.bm25_postings WHERE note_id = :i ORDER BY 1"),
+            {"i": nid},
         ).all()
         assert before
         with pytest.raises(Exception, match="pk_bm25_postings"):
@@ -291,7 +292,8 @@ def test_postings_of_a_note_already_indexed_are_refused_not_overwritten(store):
             )
         conn.rollback()
         after = conn.execute(
-            text("SELECT lexeme, tf, impact FROM cortex.bm25_postings WHERE note_id = :i ORDER BY 1"), {"i": nid}
+            text("SELECT lexeme, tf, impact FROM cortex.bm25_postings WHERE note_id = :i ORDER BY 1"),
+            {"i": nid},
         ).all()
     assert after == before
     assert_statistics_exact(store)
