@@ -70,6 +70,7 @@ from sqlalchemy.engine import make_url
 from cortex_pg.db import embedded
 from cortex_pg.embeddings import MiniLMEmbedder
 from cortex_pg.store import MemoryStore
+from cortex_pg.store.rows import vector_literal as store_vector_literal
 from cortex_pg.temporal import without_temporal_keywords
 
 PARTS = ("latency", "quality", "e2e", "raw", "chroma", "concurrency", "bulk")
@@ -176,8 +177,10 @@ class _CacheOnly:
 
 
 def vector_literal(vec: np.ndarray) -> str:
-    """pgvector's text form of a float32 vector (exact: each float32 printed as its double)."""
-    return "[" + ",".join(map(str, vec.tolist())) + "]"
+    """pgvector's text form of a float32 vector, as the store writes a query's (``%.9g`` each,
+    exact for a float32); formatting each number with ``str`` took 0.37 ms for 384 dimensions,
+    3.7x the store's 0.10 ms, inside the timed vector-only searches."""
+    return store_vector_literal(vec.tolist())
 
 
 def rss_mb() -> dict[str, float]:
