@@ -321,3 +321,16 @@ def test_one_insert_statement_records_each_note_in_the_history(store):
     assert [r.op for r in rows] == ["import"] * 3 + ["insert"] * 2
     assert all(r.old is None and r.new == r.row for r in rows)
     assert [r.new["content"] for r in rows] == [f"imported note {i}" for i in (1, 2, 3)] + ["first", "second"]
+
+
+def test_truncate_empties_the_statistics_and_a_note_can_come_back_with_its_id(store):
+    nid = store.add("herons nest by the river", user_id="alice", id=str(uuid.uuid4()))
+    store.add("otters fish at dawn", user_id="bob")
+    with store.engine.begin() as conn:
+        conn.execute(text("TRUNCATE cortex.notes CASCADE"))
+    with store.engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM cortex.bm25_postings")).scalar_one() == 0
+    assert_statistics_exact(store)
+    assert store.add("herons nest by the river", user_id="alice", id=nid) == nid
+    assert_statistics_exact(store)
+    assert [h.id for h in store.search("herons", user_id="alice", touch=False)] == [nid]

@@ -171,3 +171,22 @@ def test_hnsw_index_per_model_is_partial_and_used(store):
             ).scalars()
         )
     assert "ix_embeddings_hnsw_" in plan
+
+
+def test_upgrade_to_0023_deletes_postings_a_truncate_left(empty_db_url):
+    engine = create_engine_for(empty_db_url)
+    try:
+        migrate.upgrade(engine, "0022")
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO cortex.notes (user_id, content) VALUES ('a', 'herons nest')"))
+            conn.execute(text("TRUNCATE cortex.notes CASCADE"))  # under 0022 the postings stay
+            conn.execute(text("INSERT INTO cortex.notes (user_id, content) VALUES ('a', 'otters fish')"))
+        count = text("SELECT count(*) FROM cortex.bm25_postings")
+        with engine.connect() as conn:
+            assert conn.execute(count).scalar_one() == 4  # 2 orphans + 2 of the kept note
+        migrate.upgrade(engine, "0023")
+        with engine.connect() as conn:
+            lexemes = conn.execute(text("SELECT lexeme FROM cortex.bm25_postings ORDER BY 1")).scalars().all()
+        assert lexemes == ["fish", "otter"]
+    finally:
+        engine.dispose()

@@ -246,8 +246,9 @@ class NoteLink(Base):
 class NoteHistory(Base):
     """Every insert, update, merge and delete of a note, with old and new values of changed fields.
 
-    Written by the ``cortex.record_note_history`` trigger, so changes made from plain SQL are
-    recorded too. ``op`` is insert/update/delete, or the reason set with
+    Written by triggers (``cortex.record_note_history_inserts`` once per INSERT statement,
+    ``cortex.record_note_history`` per updated or deleted row), so changes made from plain SQL
+    are recorded too. ``op`` is insert/update/delete, or the reason set with
     ``SET LOCAL cortex.change_reason`` (e.g. ``merge``).
     """
 

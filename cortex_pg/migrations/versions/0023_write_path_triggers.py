@@ -4,7 +4,9 @@
 added note has no postings yet; the upsert's speculative insertion doubled the statement's
 time), and the history of inserted notes is written by one statement-level trigger with a
 transition table (``cortex.record_note_history_inserts``) instead of a PL/pgSQL call per row.
-Updates and deletes keep their per-row history trigger. Stored data is unchanged.
+Updates and deletes keep their per-row history trigger. ``TRUNCATE cortex.notes`` now empties
+the postings too (v1 left them), and the postings of notes that are not in the corpus (left by
+an earlier TRUNCATE) are deleted. Other stored data is unchanged.
 
 Revision ID: 0023
 Revises: 0022
@@ -26,9 +28,18 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 
+# postings whose note is not in the corpus: only a TRUNCATE of cortex.notes under v1 left them
+DELETE_ORPHAN_POSTINGS = """
+DELETE FROM cortex.bm25_postings p
+WHERE NOT EXISTS (SELECT 1 FROM cortex.notes n
+                  WHERE n.user_id = p.user_id AND n.id = p.note_id AND n.merged_into IS NULL)
+"""
+
+
 def upgrade() -> None:
     op.execute(read_sql("functions/bm25_index/v2.sql"))
     op.execute(read_sql("functions/note_triggers/v2.sql"))
+    op.execute(DELETE_ORPHAN_POSTINGS)
 
 
 def _function(sql: str, name: str) -> str:
@@ -40,7 +51,9 @@ def _function(sql: str, name: str) -> str:
 
 
 def downgrade() -> None:
-    op.execute(_function(read_sql("functions/bm25_index/v1.sql"), "cortex.bm25_apply"))
+    v1 = read_sql("functions/bm25_index/v1.sql")
+    op.execute(_function(v1, "cortex.bm25_apply"))
+    op.execute(_function(v1, "cortex.bm25_on_truncate"))
     op.execute("DROP TRIGGER IF EXISTS notes_history_insert ON cortex.notes")
     op.execute("DROP TRIGGER IF EXISTS notes_history ON cortex.notes")
     op.execute(

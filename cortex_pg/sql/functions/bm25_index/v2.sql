@@ -8,7 +8,13 @@
 -- speculative insertion (an arbiter-index probe and a token per row) doubled the statement's
 -- time (18 against 30-46 ms for the 2,654 postings of 256 notes). A posting that did exist
 -- would now raise a unique violation (pk_bm25_postings) instead of being overwritten in
--- silence. Everything else is v1's.
+-- silence.
+--
+-- cortex.bm25_on_truncate v2 empties the postings too: v1 emptied only the counters, so after
+-- TRUNCATE cortex.notes the truncated notes' postings stayed (orphans, wrong for a search that
+-- reads them, and a unique violation for a note added again with its id). The migration that
+-- applies this file deletes the postings of notes that are not in the corpus.
+-- Everything else is v1's.
 
 CREATE OR REPLACE FUNCTION cortex.bm25_apply(p_users text[], p_ids uuid[], p_tsvs tsvector[], p_sign int)
 RETURNS void
@@ -48,4 +54,11 @@ BEGIN
                FROM unnest(p_users, p_tsvs) AS r(user_id, tsv), LATERAL unnest(r.tsv) AS t) d
         WHERE bt.user_id = d.user_id AND bt.lexeme = d.lexeme AND bt.df <= 0;
     END IF;
+END $$;
+
+CREATE OR REPLACE FUNCTION cortex.bm25_on_truncate() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    TRUNCATE cortex.bm25_terms, cortex.bm25_corpus, cortex.bm25_postings;
+    RETURN NULL;
 END $$;

@@ -6,6 +6,9 @@
 -- transaction's cortex.change_reason or 'insert', old NULL, new = the row as jsonb without
 -- access_count, last_accessed_at, updated_at and tsv. Updates and deletes keep v1's per-row
 -- trigger (an update records only the fields that changed). 256 notes: 3-5 ms against 5-8 ms.
+-- In one statement that both updates and inserts notes (INSERT ... ON CONFLICT DO UPDATE,
+-- MERGE), the updates' rows now precede the inserts' in note_history.id; each note's own rows
+-- keep their order.
 
 CREATE OR REPLACE FUNCTION cortex.record_note_history_inserts() RETURNS trigger
 LANGUAGE plpgsql AS $$
