@@ -175,18 +175,30 @@ def test_hnsw_index_per_model_is_partial_and_used(store):
 
 def test_upgrade_to_0023_deletes_postings_a_truncate_left(empty_db_url):
     engine = create_engine_for(empty_db_url)
+    same_id = "00000000-0000-4000-8000-0000000000aa"
     try:
         migrate.upgrade(engine, "0022")
         with engine.begin() as conn:
             conn.execute(text("INSERT INTO cortex.notes (user_id, content) VALUES ('a', 'herons nest')"))
+            conn.execute(
+                text(
+                    "INSERT INTO cortex.notes (user_id, id, content) VALUES ('b', :i, 'swans glide on lakes')"
+                ),
+                {"i": same_id},
+            )
             conn.execute(text("TRUNCATE cortex.notes CASCADE"))  # under 0022 the postings stay
             conn.execute(text("INSERT INTO cortex.notes (user_id, content) VALUES ('a', 'otters fish')"))
-        count = text("SELECT count(*) FROM cortex.bm25_postings")
+            conn.execute(  # the same id again, other words: 0022 kept the postings of the old ones
+                text("INSERT INTO cortex.notes (user_id, id, content) VALUES ('b', :i, 'swans dive')"),
+                {"i": same_id},
+            )
+        postings = text("SELECT user_id, lexeme, dl FROM cortex.bm25_postings ORDER BY 1, 2")
         with engine.connect() as conn:
-            assert conn.execute(count).scalar_one() == 4  # 2 orphans + 2 of the kept note
+            # left behind: heron, nest, glide, lake (swan rewritten); the notes: otter, fish, swan, dive
+            assert len(conn.execute(postings).all()) == 8
         migrate.upgrade(engine, "0023")
         with engine.connect() as conn:
-            lexemes = conn.execute(text("SELECT lexeme FROM cortex.bm25_postings ORDER BY 1")).scalars().all()
-        assert lexemes == ["fish", "otter"]
+            kept = [tuple(r) for r in conn.execute(postings)]
+        assert kept == [("a", "fish", 2), ("a", "otter", 2), ("b", "dive", 2), ("b", "swan", 2)]
     finally:
         engine.dispose()

@@ -5,8 +5,9 @@ added note has no postings yet; the upsert's speculative insertion doubled the s
 time), and the history of inserted notes is written by one statement-level trigger with a
 transition table (``cortex.record_note_history_inserts``) instead of a PL/pgSQL call per row.
 Updates and deletes keep their per-row history trigger. ``TRUNCATE cortex.notes`` now empties
-the postings too (v1 left them), and the postings of notes that are not in the corpus (left by
-an earlier TRUNCATE) are deleted. Other stored data is unchanged.
+the postings too (v1 left them), and the postings an earlier TRUNCATE left are deleted (those of
+notes no longer in the corpus, and those of words a note added again with its id no longer
+has). Other stored data is unchanged.
 
 Revision ID: 0023
 Revises: 0022
@@ -28,18 +29,22 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 
-# postings whose note is not in the corpus: only a TRUNCATE of cortex.notes under v1 left them
-DELETE_ORPHAN_POSTINGS = """
+# postings that are not those of a note in the corpus: only a TRUNCATE of cortex.notes under
+# v1 left them. Either the note is gone, or a note was added again with the same id and other
+# text, and v1's upsert rewrote the postings of its new words but kept those of words it lost,
+# with the old length.
+DELETE_STALE_POSTINGS = """
 DELETE FROM cortex.bm25_postings p
 WHERE NOT EXISTS (SELECT 1 FROM cortex.notes n
-                  WHERE n.user_id = p.user_id AND n.id = p.note_id AND n.merged_into IS NULL)
+                  WHERE n.user_id = p.user_id AND n.id = p.note_id AND n.merged_into IS NULL
+                    AND length(n.tsv) = p.dl AND p.lexeme = ANY (tsvector_to_array(n.tsv)))
 """
 
 
 def upgrade() -> None:
     op.execute(read_sql("functions/bm25_index/v2.sql"))
     op.execute(read_sql("functions/note_triggers/v2.sql"))
-    op.execute(DELETE_ORPHAN_POSTINGS)
+    op.execute(DELETE_STALE_POSTINGS)
 
 
 def _function(sql: str, name: str) -> str:

@@ -13,7 +13,9 @@
 -- cortex.bm25_on_truncate v2 empties the postings too: v1 emptied only the counters, so after
 -- TRUNCATE cortex.notes the truncated notes' postings stayed (orphans, wrong for a search that
 -- reads them, and a unique violation for a note added again with its id). The migration that
--- applies this file deletes the postings of notes that are not in the corpus.
+-- applies this file deletes the postings an earlier TRUNCATE left. (As with bm25_terms and
+-- bm25_corpus under v1, a TRUNCATE of cortex.notes that also names bm25_postings is refused:
+-- the trigger cannot truncate a table the statement holds open. Truncate cortex.notes alone.)
 -- Everything else is v1's.
 
 CREATE OR REPLACE FUNCTION cortex.bm25_apply(p_users text[], p_ids uuid[], p_tsvs tsvector[], p_sign int)
