@@ -188,3 +188,36 @@ def test_update_to_another_notes_content_is_a_conflict_naming_content(store) -> 
         store.update(b, user_id="u", content="The boiler was serviced in March.")
     assert store.get(b, user_id="u").content == "The car was serviced in April."
     assert store.get(a, user_id="u").content == "The boiler was serviced in March."
+
+
+def test_access_bookkeeping_commits_without_waiting_for_the_disk(store):
+    """A search or get that counts its notes as accessed runs its transaction with
+    synchronous_commit off (that transaction only); reads without touch, and writes, keep the
+    server's setting, and the setting does not outlive the transaction on the pooled connection."""
+    from sqlalchemy import event
+
+    a = store.add("the lighthouse keeper logs the storm", user_id="u")
+    seen: list[tuple[str, str]] = []
+
+    def after(conn, cursor, statement, parameters, context, executemany):  # noqa: ANN001
+        kind = next((k for k in ("cortex.search_notes", "INSERT INTO cortex.notes", "FROM cortex.notes n")
+                     if k in statement), None)  # fmt: skip
+        if kind:
+            mode = cursor.connection.execute("SHOW synchronous_commit").fetchone()[0]
+            seen.append((kind, mode))
+
+    event.listen(store.engine, "after_cursor_execute", after)
+    try:
+        store.search("lighthouse storm", user_id="u", touch=True)
+        store.search("lighthouse storm", user_id="u", touch=False)
+        store.add("a second note about the harbour", user_id="u")
+    finally:
+        event.remove(store.engine, "after_cursor_execute", after)
+    searches = [mode for kind, mode in seen if kind == "cortex.search_notes"]
+    assert searches == ["off", "on"]
+    assert ("INSERT INTO cortex.notes", "on") in seen
+    assert all(mode == "on" for kind, mode in seen if kind == "INSERT INTO cortex.notes")
+    # the touch was committed: the count went up once, by the touching search only
+    assert store.get(a, user_id="u").access_count == 1
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("SHOW synchronous_commit").scalar() == "on"

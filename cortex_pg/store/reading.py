@@ -24,7 +24,8 @@ class NoteReader:
 
         Args:
             id: note id. user_id: restrict to a tenant (None = any).
-            touch: count this as an access (access_count + 1, last_accessed_at = now) in both tiers.
+            touch: count this as an access (access_count + 1, last_accessed_at = now) in both tiers,
+                committed without waiting for the disk (as a touching search's, see ``search``).
 
         Raises:
             NotFoundError: no such note. ValidationError: id is not a UUID.
@@ -38,6 +39,7 @@ class NoteReader:
                 raise NotFoundError("note", str(nid))
             row = next((r for r in rows if r["memory_tier"] == "ltm"), rows[0])
             if touch:
+                yield Query(sql.ACCESS_ONLY_COMMIT, {}, "none")
                 yield Query(sql.TOUCH, {"user_id": row["user_id"], "ids": [nid]}, "none")
             return note_from_row(row)
 

@@ -124,6 +124,9 @@ class NoteSearch:
             context: text describing the current situation; re-ranks the candidates with
                 ``score = 0.3 * score + 0.7 * cos(context, note)`` (``context_score``).
             touch: count returned notes as accessed (access_count, last_accessed_at; drives STM LRU).
+                The search's transaction then commits without waiting for the disk
+                (``synchronous_commit`` off for it alone): a server crash may lose the last
+                fraction of a second of access counts, never consistency.
             include_links: append the notes the results link to (``cortex.linked_notes``, up to
                 ``link_depth`` hops, best result's links first), not already returned, at most
                 ``limit`` of them, marked ``is_linked=True`` with ``relationship_type`` /
@@ -214,6 +217,8 @@ class NoteSearch:
         depth = validation.limit(link_depth, "link_depth")
 
         def body() -> Plan[list[SearchResult]]:
+            if touch:
+                yield Query(sql.ACCESS_ONLY_COMMIT, {}, "none")
             rows = yield Query(sql.SEARCH, params, "mappings")
             results = [result_from_row(r) for r in rows]
             if include_links and results:

@@ -21,6 +21,7 @@ from cortex_pg.compat.item_views import ROW_COLUMNS, item_statistics, render_con
 from cortex_pg.compat.memory_item import item_from_note
 from cortex_pg.errors import ConflictError, ValidationError, translate_db_errors
 from cortex_pg.store import MemoryStore, Note, SearchResult, validation
+from cortex_pg.store import sql as store_sql
 from cortex_pg.store.filters import clean_filters_given, compile_where, item_filter
 from cortex_pg.store.memory_store import note_from_row
 from cortex_pg.store.stm_loss import report_unwritten
@@ -167,6 +168,7 @@ class Shelf:
             if row is None:
                 return None
             if touch:
+                conn.execute(text(store_sql.ACCESS_ONLY_COMMIT))
                 conn.execute(
                     text(sql.TOUCH.format(table=self.table)), {"user_id": self.user_id, "ids": [nid]}
                 )
@@ -214,6 +216,7 @@ class Shelf:
             rows = conn.execute(text(statement), params).mappings().all()
             if touch and rows:
                 ids = [r["id"] for r in rows]
+                conn.execute(text(store_sql.ACCESS_ONLY_COMMIT))
                 conn.execute(text(sql.TOUCH.format(table=self.table)), {"user_id": self.user_id, "ids": ids})
         notes = [note_from_row(r) for r in rows]
         if touch:
