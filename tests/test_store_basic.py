@@ -190,34 +190,89 @@ def test_update_to_another_notes_content_is_a_conflict_naming_content(store) -> 
     assert store.get(a, user_id="u").content == "The boiler was serviced in March."
 
 
+def _commit_modes(store, calls, marker: str = "cortex.search_notes"):  # noqa: ANN001, ANN202
+    """Run ``calls`` and return, per statement containing ``marker`` or writing a note,
+    (what, synchronous_commit in its transaction)."""
+    from sqlalchemy import event
+
+    seen: list[tuple[str, str]] = []
+
+    def after(conn, cursor, statement, parameters, context, executemany):  # noqa: ANN001
+        what = next((k for k in (marker, "INSERT INTO cortex.notes") if k in statement), None)
+        if what:
+            seen.append((what, cursor.connection.execute("SHOW synchronous_commit").fetchone()[0]))
+
+    event.listen(store.engine, "after_cursor_execute", after)
+    try:
+        for call in calls:
+            call()
+    finally:
+        event.remove(store.engine, "after_cursor_execute", after)
+    return seen
+
+
 def test_access_bookkeeping_commits_without_waiting_for_the_disk(store):
     """A search or get that counts its notes as accessed runs its transaction with
     synchronous_commit off (that transaction only); reads without touch, and writes, keep the
     server's setting, and the setting does not outlive the transaction on the pooled connection."""
-    from sqlalchemy import event
-
-    a = store.add("the lighthouse keeper logs the storm", user_id="u")
-    seen: list[tuple[str, str]] = []
-
-    def after(conn, cursor, statement, parameters, context, executemany):  # noqa: ANN001
-        kind = next((k for k in ("cortex.search_notes", "INSERT INTO cortex.notes", "FROM cortex.notes n")
-                     if k in statement), None)  # fmt: skip
-        if kind:
-            mode = cursor.connection.execute("SHOW synchronous_commit").fetchone()[0]
-            seen.append((kind, mode))
-
-    event.listen(store.engine, "after_cursor_execute", after)
-    try:
-        store.search("lighthouse storm", user_id="u", touch=True)
-        store.search("lighthouse storm", user_id="u", touch=False)
-        store.add("a second note about the harbour", user_id="u")
-    finally:
-        event.remove(store.engine, "after_cursor_execute", after)
-    searches = [mode for kind, mode in seen if kind == "cortex.search_notes"]
-    assert searches == ["off", "on"]
-    assert ("INSERT INTO cortex.notes", "on") in seen
-    assert all(mode == "on" for kind, mode in seen if kind == "INSERT INTO cortex.notes")
-    # the touch was committed: the count went up once, by the touching search only
-    assert store.get(a, user_id="u").access_count == 1
     with store.engine.connect() as conn:
-        assert conn.exec_driver_sql("SHOW synchronous_commit").scalar() == "on"
+        default = conn.exec_driver_sql("SHOW synchronous_commit").scalar()
+    a = store.add("the lighthouse keeper logs the storm", user_id="u")
+    seen = _commit_modes(
+        store,
+        [
+            lambda: store.search("lighthouse storm", user_id="u", touch=True),
+            lambda: store.search("lighthouse storm", user_id="u", touch=False),
+            lambda: store.add("a second note about the harbour", user_id="u"),
+        ],
+    )
+    assert [mode for what, mode in seen if what == "cortex.search_notes"] == ["off", default]
+    writes = [mode for what, mode in seen if what == "INSERT INTO cortex.notes"]
+    assert writes and set(writes) == {default}
+    gets = _commit_modes(
+        store,
+        [lambda: store.get(a, user_id="u", touch=True), lambda: store.get(a, user_id="u")],
+        marker="UPDATE cortex.notes SET access_count",
+    )
+    # the touching get's update; the plain get writes nothing
+    assert [mode for what, mode in gets if what == "UPDATE cortex.notes SET access_count"] == ["off"]
+    # the touches were committed: one by the touching search, one by the touching get
+    assert store.get(a, user_id="u").access_count == 2
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("SHOW synchronous_commit").scalar() == default
+
+
+def test_calute_long_term_search_commits_its_touch_without_waiting(store):
+    from cortex_pg.compat.calute import LongTermMemory
+
+    with store.engine.connect() as conn:
+        default = conn.exec_driver_sql("SHOW synchronous_commit").scalar()
+    ltm = LongTermMemory(store=store, user_id="u", session_id="s")
+    item = ltm.save("note about the cello recital")
+    seen = _commit_modes(store, [lambda: ltm.search("cello recital")])
+    assert [mode for what, mode in seen if what == "cortex.search_notes"] == ["off"]
+    assert store.get(item.memory_id, user_id="u").access_count == 1
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("SHOW synchronous_commit").scalar() == default
+
+
+def test_touching_gets_and_searches_side_by_side_do_not_fail(store):
+    """get(touch=True) and touching searches lock the same rows in different orders; a
+    deadlock between them is retried (both are transactions of their own), never raised."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    ids = store.add_many(
+        [{"content": f"sailing boats in the harbour, note {i}"} for i in range(10)], user_id="u"
+    )
+
+    def work(k: int) -> None:
+        for r in range(25):
+            if k % 2:
+                store.search("sailing boats", user_id="u")
+            else:
+                store.get(ids[(k + r) % len(ids)], user_id="u", touch=True)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(work, range(8)))
+    counts = [store.get(i, user_id="u").access_count for i in ids]
+    assert sum(counts) >= 4 * 25  # every get counted (and the searches' touches on top)

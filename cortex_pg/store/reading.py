@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlalchemy import text
 
+from cortex_pg.db.retry import retry_transient
 from cortex_pg.db.steps import Plan, Query, Transaction, operation
 from cortex_pg.errors import NotFoundError, ValidationError, translate_db_errors
 from cortex_pg.store import sql, validation
@@ -17,6 +18,7 @@ from cortex_pg.store.rows import note_from_row, tenant_scoped
 class NoteReader:
     """The reading methods of :class:`~cortex_pg.store.MemoryStore` (a mixin over its ``engine``)."""
 
+    @retry_transient
     @tenant_scoped
     @operation
     def get(self, id: str | uuid.UUID, *, user_id: str | None = None, touch: bool = False) -> Plan[Note]:

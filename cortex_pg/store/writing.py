@@ -46,12 +46,12 @@ from cortex_pg.store.rows import tenant_scoped, vector_literal
 from cortex_pg.store.text_embeddings import NoteWindows, embed_windows, write_text_embeddings
 from cortex_pg.temporal import parse_instant
 
-# every note field but the identity and scope ones (see validation.NOTE_FIELDS)
 #: ``maintenance_work_mem`` of the HNSW builds after a bulk load: a partition's graph (or
 #: 100,000 notes' in one index) fits in it, where the server's default of 64 MB makes pgvector
 #: finish the build on disk (2.3x slower for 100,000 384-d vectors on one index)
 INDEX_BUILD_MEMORY = "512MB"
 
+# every note field but the identity and scope ones (see validation.NOTE_FIELDS)
 UPDATABLE_FIELDS = tuple(f for f in validation.NOTE_FIELDS if f not in ("id", "user_id", "session_id"))
 
 

@@ -32,6 +32,7 @@ from cortex_pg.compat.memory_item import MemoryItem, item_from_note
 from cortex_pg.compat.threaded import threaded
 from cortex_pg.errors import ValidationError, translate_db_errors
 from cortex_pg.store import MemoryStore
+from cortex_pg.store import sql as store_sql
 from cortex_pg.store.memory_store import facade_store, note_from_row, validation, vector_literal
 
 MEMORY_TYPE = "long_term"
@@ -176,6 +177,7 @@ class LongTermMemory(ShelfBacked):
             "retention_days": self.retention_days,
         }
         with translate_db_errors(), self.store.engine.begin() as conn:
+            conn.execute(text(store_sql.ACCESS_ONLY_COMMIT))  # the search touches what it returns
             rows = conn.execute(text(sql.LTM_SEARCH), params).mappings().all()
         return [item_from_note(note_from_row(r), float(r["ltm_score"]), access_bump=1) for r in rows]
 
