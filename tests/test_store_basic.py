@@ -276,3 +276,27 @@ def test_touching_gets_and_searches_side_by_side_do_not_fail(store):
         list(pool.map(work, range(8)))
     counts = [store.get(i, user_id="u").access_count for i in ids]
     assert sum(counts) >= 4 * 25  # every get counted (and the searches' touches on top)
+
+
+def test_calute_touching_reads_side_by_side_do_not_fail(store):
+    """calute's long-term search touches its results in score order, so two searches with
+    different queries (or one beside a touching list) can deadlock; each is retried."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cortex_pg.compat.calute import LongTermMemory
+
+    ltm = LongTermMemory(store=store, user_id="u", session_id="s")
+    for i in range(20):
+        ltm.save(f"sailing boats in the harbour, note {i} " + " ".join(f"w{j}" for j in range(i)))
+    queries = ["sailing boats", "harbour note", "w1 w2 w3", "boats w5 harbour", "note w9"]
+
+    def work(k: int) -> int:
+        for r in range(6):
+            if k == 3:
+                ltm.retrieve(limit=20)
+            else:
+                ltm.search(queries[(k + r) % len(queries)], limit=20)
+        return k
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        assert sorted(pool.map(work, range(4))) == [0, 1, 2, 3]

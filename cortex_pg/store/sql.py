@@ -97,7 +97,7 @@ FROM cortex.stm_notes WHERE id = :id AND (CAST(:user_id AS text) IS NULL OR user
 # in a transaction of its own: its commit need not wait for the disk (synchronous_commit off for
 # this transaction only). A server crash may lose the last fraction of a second of access
 # counts; the database stays consistent. A search's commit otherwise waited for the WAL flush:
-# 0.1-0.8 ms, and 150-250 ms when the disk was busy (EXPLAIN-timed on a 100,000-note store).
+# 0.1-0.8 ms, and 150-250 ms when the disk was busy (timed from the client, 100,000-note store).
 ACCESS_ONLY_COMMIT = "SELECT set_config('synchronous_commit', 'off', true)"
 
 TOUCH = """

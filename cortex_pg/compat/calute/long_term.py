@@ -30,6 +30,7 @@ from cortex_pg.compat.calute.shelf import Shelf, ShelfBacked
 from cortex_pg.compat.calute.short_term import item_metadata
 from cortex_pg.compat.memory_item import MemoryItem, item_from_note
 from cortex_pg.compat.threaded import threaded
+from cortex_pg.db.retry import retry_transient
 from cortex_pg.errors import ValidationError, translate_db_errors
 from cortex_pg.store import MemoryStore
 from cortex_pg.store import sql as store_sql
@@ -143,6 +144,7 @@ class LongTermMemory(ShelfBacked):
         self.last_cleanup = report
         return report
 
+    @retry_transient  # its touch can deadlock with another touching read (see Shelf.get)
     def search(
         self,
         query: str,

@@ -19,6 +19,7 @@ from cortex_pg.compat import item_views
 from cortex_pg.compat.calute import sql
 from cortex_pg.compat.item_views import ROW_COLUMNS, item_statistics, render_context
 from cortex_pg.compat.memory_item import item_from_note
+from cortex_pg.db.retry import retry_transient
 from cortex_pg.errors import ConflictError, ValidationError, translate_db_errors
 from cortex_pg.store import MemoryStore, Note, SearchResult, validation
 from cortex_pg.store import sql as store_sql
@@ -149,6 +150,9 @@ class Shelf:
             return int(conn.execute(text(statement), {**self.params, "id": None}).scalar_one())
 
     # ------------------------------------------------------------------ reads
+    # (a touching read updates its rows in its own order: two of them, or one beside a touching
+    # search, can deadlock; each is a transaction of its own, retried like the store's reads)
+    @retry_transient
     def get(self, memory_id: object, *, touch: bool = False) -> Note | None:
         """The item with this id on this shelf, or None (also for a malformed id)."""
         nid = self._id(memory_id)
@@ -179,6 +183,7 @@ class Shelf:
             note = replace(note, access_count=note.access_count + 1)
         return note
 
+    @retry_transient
     def list(
         self,
         filters: Mapping[str, Any] | None = None,
