@@ -232,10 +232,10 @@ def test_access_bookkeeping_commits_without_waiting_for_the_disk(store):
     gets = _commit_modes(
         store,
         [lambda: store.get(a, user_id="u", touch=True), lambda: store.get(a, user_id="u")],
-        marker="UPDATE cortex.notes SET access_count",
+        marker="cortex.touch_notes",
     )
     # the touching get's update; the plain get writes nothing
-    assert [mode for what, mode in gets if what == "UPDATE cortex.notes SET access_count"] == ["off"]
+    assert [mode for what, mode in gets if what == "cortex.touch_notes"] == ["off"]
     # the touches were committed: one by the touching search, one by the touching get
     assert store.get(a, user_id="u").access_count == 2
     with store.engine.connect() as conn:
@@ -256,10 +256,18 @@ def test_calute_long_term_search_commits_its_touch_without_waiting(store):
         assert conn.exec_driver_sql("SHOW synchronous_commit").scalar() == default
 
 
-def test_touching_gets_and_searches_side_by_side_do_not_fail(store):
-    """get(touch=True) and touching searches lock the same rows in different orders; a
-    deadlock between them is retried (both are transactions of their own), never raised."""
+def _deadlock_retries(caplog) -> list[str]:  # noqa: ANN001
+    return [r.getMessage() for r in caplog.records if r.name == "cortex_pg.db.retry" and "40P01" in r.getMessage()]
+
+
+def test_touching_gets_and_searches_side_by_side_do_not_deadlock(store, caplog):
+    """get(touch=True) and touching searches lock the same rows; cortex.touch_notes takes the
+    locks in one order (LTM then STM, each by id), so they wait for each other and never
+    deadlock (not even a deadlock that a retry would hide)."""
+    import logging
     from concurrent.futures import ThreadPoolExecutor
+
+    caplog.set_level(logging.INFO, logger="cortex_pg.db.retry")
 
     ids = store.add_many(
         [{"content": f"sailing boats in the harbour, note {i}"} for i in range(10)], user_id="u"
@@ -276,12 +284,17 @@ def test_touching_gets_and_searches_side_by_side_do_not_fail(store):
         list(pool.map(work, range(8)))
     counts = [store.get(i, user_id="u").access_count for i in ids]
     assert sum(counts) >= 4 * 25  # every get counted (and the searches' touches on top)
+    assert _deadlock_retries(caplog) == []
 
 
-def test_calute_touching_reads_side_by_side_do_not_fail(store):
-    """calute's long-term search touches its results in score order, so two searches with
-    different queries (or one beside a touching list) can deadlock; each is retried."""
+def test_calute_touching_reads_side_by_side_do_not_deadlock(store, caplog):
+    """calute's long-term search returns its results in score order but touches them in id
+    order (cortex.touch_notes), so two searches with different queries, or one beside a
+    touching list, never deadlock."""
+    import logging
     from concurrent.futures import ThreadPoolExecutor
+
+    caplog.set_level(logging.INFO, logger="cortex_pg.db.retry")
 
     from cortex_pg.compat.calute import LongTermMemory
 
@@ -300,3 +313,33 @@ def test_calute_touching_reads_side_by_side_do_not_fail(store):
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         assert sorted(pool.map(work, range(4))) == [0, 1, 2, 3]
+    assert _deadlock_retries(caplog) == []
+
+
+def test_touch_notes_counts_one_tier_or_both_and_stays_in_its_tenant(store):
+    """cortex.touch_notes updates the tenant's rows of the tier asked for and returns how many;
+    another tenant's note with the same call is left alone; an unknown tier is SQLSTATE 22023."""
+    import psycopg
+    from sqlalchemy import text
+
+    a = store.add("the lighthouse keeper logs the storm", user_id="u")  # in LTM and STM
+    other = store.add("the ferry timetable changed", user_id="v")
+
+    def touch(user: str, ids: list[str], tier: str) -> int:
+        with store.engine.begin() as conn:
+            return conn.execute(
+                text("SELECT cortex.touch_notes(:u, CAST(:ids AS uuid[]), :t)"), {"u": user, "ids": ids, "t": tier}
+            ).scalar_one()
+
+    assert touch("u", [a], "ltm") == 1
+    assert touch("u", [a], "all") == 2
+    assert touch("u", [a, other], "stm") == 1  # v's note is not u's
+    assert touch("u", [], "all") == 0
+    assert store.get(a, user_id="u").access_count == 2  # LTM: the ltm and all calls
+    assert store.get(other, user_id="v").access_count == 0
+    with store.engine.connect() as conn:
+        stm = conn.execute(text("SELECT access_count FROM cortex.stm_notes WHERE id = :i"), {"i": a}).scalar_one()
+    assert stm == 2  # STM: the all and stm calls
+    with pytest.raises(Exception) as err:
+        touch("u", [a], "both")
+    assert isinstance(err.value.orig, psycopg.errors.InvalidParameterValue)

@@ -87,6 +87,7 @@ TENANT_FUNCTIONS: dict[str, str] = {
     "context_lock": "p_user_id",
     "assert_relationship": "p_user_id",
     "forget_note_entities": "p_user_id",
+    "touch_notes": "p_user_id",
 }
 
 #: Settings every node needs before tables with triggers are distributed: the note triggers

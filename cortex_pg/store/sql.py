@@ -100,18 +100,9 @@ FROM cortex.stm_notes WHERE id = :id AND (CAST(:user_id AS text) IS NULL OR user
 # 0.1-0.8 ms, and 150-250 ms when the disk was busy (timed from the client, 100,000-note store).
 ACCESS_ONLY_COMMIT = "SELECT set_config('synchronous_commit', 'off', true)"
 
-TOUCH = """
-WITH ltm AS (
-    UPDATE cortex.notes SET access_count = access_count + 1, last_accessed_at = now()
-    WHERE user_id = :user_id AND id = ANY(CAST(:ids AS uuid[]))
-    RETURNING id
-), stm AS (
-    UPDATE cortex.stm_notes SET access_count = access_count + 1, last_accessed_at = now()
-    WHERE user_id = :user_id AND id = ANY(CAST(:ids AS uuid[]))
-    RETURNING id
-)
-SELECT (SELECT count(*) FROM ltm) + (SELECT count(*) FROM stm)
-"""
+# every touching read goes through cortex.touch_notes, which locks LTM rows, then STM rows, each
+# in id order, so two touches of overlapping notes wait for each other rather than deadlock
+TOUCH = "SELECT cortex.touch_notes(:user_id, CAST(:ids AS uuid[]), 'all')"
 
 SEARCH = """
 WITH hits AS MATERIALIZED (
@@ -133,14 +124,11 @@ WITH hits AS MATERIALIZED (
         p_entity_weight => CAST(:entity_weight AS real),
         p_expand_entities => :expand_entities,
         p_ranking => CAST(:ranking AS jsonb))
-), touched_ltm AS (
-    UPDATE cortex.notes n SET access_count = n.access_count + 1, last_accessed_at = now()
-    FROM hits h WHERE :touch AND n.user_id = :user_id AND n.user_id = h.user_id AND n.id = h.id
-), touched_stm AS (
-    UPDATE cortex.stm_notes s SET access_count = s.access_count + 1, last_accessed_at = now()
-    FROM hits h WHERE :touch AND s.user_id = :user_id AND s.user_id = h.user_id AND s.id = h.id
+), touched AS MATERIALIZED (
+    SELECT CASE WHEN :touch THEN cortex.touch_notes(:user_id, array_agg(h.id), 'all') END AS n
+    FROM hits h WHERE h.user_id = :user_id
 )
-SELECT * FROM hits ORDER BY score DESC, id
+SELECT h.* FROM hits h CROSS JOIN touched ORDER BY h.score DESC, h.id
 """
 
 # add_many(bulk=True): one bulk load at a time per database (session advisory lock); the

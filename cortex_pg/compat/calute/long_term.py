@@ -144,7 +144,7 @@ class LongTermMemory(ShelfBacked):
         self.last_cleanup = report
         return report
 
-    @retry_transient  # its touch can deadlock with another touching read (see Shelf.get)
+    @retry_transient  # a transaction of its own that touches its results (see Shelf.get)
     def search(
         self,
         query: str,

@@ -150,8 +150,8 @@ class Shelf:
             return int(conn.execute(text(statement), {**self.params, "id": None}).scalar_one())
 
     # ------------------------------------------------------------------ reads
-    # (a touching read updates its rows in its own order: two of them, or one beside a touching
-    # search, can deadlock; each is a transaction of its own, retried like the store's reads)
+    # (a touching read locks its rows in id order through cortex.touch_notes, as every other
+    # touching read does; each is a transaction of its own, retried like the store's reads)
     @retry_transient
     def get(self, memory_id: object, *, touch: bool = False) -> Note | None:
         """The item with this id on this shelf, or None (also for a malformed id)."""
@@ -174,7 +174,7 @@ class Shelf:
             if touch:
                 conn.execute(text(store_sql.ACCESS_ONLY_COMMIT))
                 conn.execute(
-                    text(sql.TOUCH.format(table=self.table)), {"user_id": self.user_id, "ids": [nid]}
+                    text(sql.TOUCH), {"user_id": self.user_id, "ids": [nid], "tier": self.tier}
                 )
         note = note_from_row(row)
         if touch:
@@ -222,7 +222,7 @@ class Shelf:
             if touch and rows:
                 ids = [r["id"] for r in rows]
                 conn.execute(text(store_sql.ACCESS_ONLY_COMMIT))
-                conn.execute(text(sql.TOUCH.format(table=self.table)), {"user_id": self.user_id, "ids": ids})
+                conn.execute(text(sql.TOUCH), {"user_id": self.user_id, "ids": ids, "tier": self.tier})
         notes = [note_from_row(r) for r in rows]
         if touch:
             from dataclasses import replace

@@ -31,10 +31,8 @@ ORDER BY {order}
 LIMIT :limit
 """
 
-TOUCH = """
-UPDATE {table} SET access_count = access_count + 1, last_accessed_at = now()
-WHERE user_id = :user_id AND id = ANY(CAST(:ids AS uuid[]))
-"""
+# locks in id order (see cortex.touch_notes), :tier is the shelf's: ltm or stm
+TOUCH = "SELECT cortex.touch_notes(:user_id, CAST(:ids AS uuid[]), :tier)"
 
 DELETE = """
 WITH gone AS (DELETE FROM {table} n WHERE {scope} AND ({where}) AND (CAST(:id AS uuid) IS NULL OR n.id = :id)
@@ -63,11 +61,10 @@ WITH hits AS MATERIALIZED (
     + """ AS ltm_score FROM hits h
 ), top AS (
     SELECT * FROM scored ORDER BY ltm_score DESC, id LIMIT :limit
-), touched AS (
-    UPDATE cortex.notes n SET access_count = n.access_count + 1, last_accessed_at = now()
-    FROM top t WHERE n.user_id = t.user_id AND n.id = t.id
+), touched AS MATERIALIZED (
+    SELECT cortex.touch_notes(:user_id, array_agg(t.id), 'ltm') AS n FROM top t
 )
-SELECT * FROM top ORDER BY ltm_score DESC, id
+SELECT t.* FROM top t CROSS JOIN touched ORDER BY t.ltm_score DESC, t.id
 """
 )
 
