@@ -257,7 +257,9 @@ def test_calute_long_term_search_commits_its_touch_without_waiting(store):
 
 
 def _deadlock_retries(caplog) -> list[str]:  # noqa: ANN001
-    return [r.getMessage() for r in caplog.records if r.name == "cortex_pg.db.retry" and "40P01" in r.getMessage()]
+    return [
+        r.getMessage() for r in caplog.records if r.name == "cortex_pg.db.retry" and "40P01" in r.getMessage()
+    ]
 
 
 def test_touching_gets_and_searches_side_by_side_do_not_deadlock(store, caplog):
@@ -328,7 +330,8 @@ def test_touch_notes_counts_one_tier_or_both_and_stays_in_its_tenant(store):
     def touch(user: str, ids: list[str], tier: str) -> int:
         with store.engine.begin() as conn:
             return conn.execute(
-                text("SELECT cortex.touch_notes(:u, CAST(:ids AS uuid[]), :t)"), {"u": user, "ids": ids, "t": tier}
+                text("SELECT cortex.touch_notes(:u, CAST(:ids AS uuid[]), :t)"),
+                {"u": user, "ids": ids, "t": tier},
             ).scalar_one()
 
     assert touch("u", [a], "ltm") == 1
@@ -338,7 +341,9 @@ def test_touch_notes_counts_one_tier_or_both_and_stays_in_its_tenant(store):
     assert store.get(a, user_id="u").access_count == 2  # LTM: the ltm and all calls
     assert store.get(other, user_id="v").access_count == 0
     with store.engine.connect() as conn:
-        stm = conn.execute(text("SELECT access_count FROM cortex.stm_notes WHERE id = :i"), {"i": a}).scalar_one()
+        stm = conn.execute(
+            text("SELECT access_count FROM cortex.stm_notes WHERE id = :i"), {"i": a}
+        ).scalar_one()
     assert stm == 2  # STM: the all and stm calls
     with pytest.raises(Exception) as err:
         touch("u", [a], "both")

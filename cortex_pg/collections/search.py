@@ -185,7 +185,6 @@ def search_with_collections(
     if results and (touch or include_links):
         with translate_db_errors(), store.engine.begin() as conn:
             if touch:
-                conn.execute(text(sql.ACCESS_ONLY_COMMIT))
                 conn.execute(text(sql.TOUCH), {"user_id": uid, "ids": [r.id for r in results]})
             if include_links:
                 from cortex_pg.store.traversal import expand_results

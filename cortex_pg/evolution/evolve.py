@@ -28,6 +28,7 @@ from cortex_pg.evolution.decide import (
 )
 from cortex_pg.evolution.merge import merge_in
 from cortex_pg.store import links as note_links
+from cortex_pg.store import sql as store_sql
 
 DEFAULT_K = 4
 #: Notes beyond the k nearest that share a specific entity with the note, shown as well.
@@ -201,6 +202,7 @@ def apply_decision(
             forward.append(note_links.Link(note.id, target.id, s.type, s.strength, s.reason))
         out["links"] = note_links.write_links(conn, user_id, forward, repoint_merged=True)
     if "update_neighbor" in decision.actions:
+        changes = []
         for i, n in enumerate(hood):
             tags = decision.new_tags_neighborhood[i] if i < len(decision.new_tags_neighborhood) else n.tags
             ctx = (
@@ -209,8 +211,14 @@ def apply_decision(
                 else n.context
             )
             if tags != n.tags or ctx != n.context:
-                _set_fields(conn, user_id, n.id, tags, ctx)
-                out["neighbours_updated"] += 1
+                changes.append((n.id, tags, ctx))
+        if changes:  # lock the neighbours in the touching reads' order, not by distance
+            ids = sorted(nid for nid, _, _ in changes)
+            for lock in (store_sql.LOCK_LTM_NOTES, store_sql.LOCK_STM_NOTES):
+                conn.execute(text(lock), {"user_id": user_id, "ids": ids})
+        for nid, tags, ctx in changes:
+            _set_fields(conn, user_id, nid, tags, ctx)
+            out["neighbours_updated"] += 1
     conn.execute(text("SELECT set_config('cortex.change_reason', '', true)"))
     if "merge_memories" in decision.actions:
         for m in decision.merge_candidates:

@@ -41,7 +41,6 @@ class NoteReader:
                 raise NotFoundError("note", str(nid))
             row = next((r for r in rows if r["memory_tier"] == "ltm"), rows[0])
             if touch:
-                yield Query(sql.ACCESS_ONLY_COMMIT, {}, "none")
                 yield Query(sql.TOUCH, {"user_id": row["user_id"], "ids": [nid]}, "none")
             return note_from_row(row)
 

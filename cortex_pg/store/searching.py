@@ -217,8 +217,6 @@ class NoteSearch:
         depth = validation.limit(link_depth, "link_depth")
 
         def body() -> Plan[list[SearchResult]]:
-            if touch:
-                yield Query(sql.ACCESS_ONLY_COMMIT, {}, "none")
             rows = yield Query(sql.SEARCH, params, "mappings")
             results = [result_from_row(r) for r in rows]
             if include_links and results:

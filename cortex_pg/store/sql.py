@@ -94,15 +94,28 @@ FROM cortex.stm_notes WHERE id = :id AND (CAST(:user_id AS text) IS NULL OR user
 """
 
 # A read that counts its notes as accessed (search, get with touch) writes only that bookkeeping,
-# in a transaction of its own: its commit need not wait for the disk (synchronous_commit off for
-# this transaction only). A server crash may lose the last fraction of a second of access
-# counts; the database stays consistent. A search's commit otherwise waited for the WAL flush:
-# 0.1-0.8 ms, and 150-250 ms when the disk was busy (timed from the client, 100,000-note store).
-ACCESS_ONLY_COMMIT = "SELECT set_config('synchronous_commit', 'off', true)"
+# in a transaction of its own: its commit need not wait for the disk, so the statement that
+# touches also sets synchronous_commit off for its transaction only (the same statement: no extra
+# round trip). A server crash may lose the last fraction of a second of access counts; the
+# database stays consistent. A search's commit otherwise waited for the WAL flush: 0.1-0.8 ms,
+# and 150-250 ms when the disk was busy (timed from the client, 100,000-note store).
+# Every touching read goes through cortex.touch_notes, which locks LTM rows, then STM rows, each
+# in id order, so two touches of overlapping notes wait for each other rather than deadlock.
+TOUCH = """
+SELECT set_config('synchronous_commit', 'off', true) AS lazy_commit,
+       cortex.touch_notes(:user_id, CAST(:ids AS uuid[]), 'all') AS touched
+"""
 
-# every touching read goes through cortex.touch_notes, which locks LTM rows, then STM rows, each
-# in id order, so two touches of overlapping notes wait for each other rather than deadlock
-TOUCH = "SELECT cortex.touch_notes(:user_id, CAST(:ids AS uuid[]), 'all')"
+# A writer that updates several notes of a tenant locks them first in the touching reads' order
+# (LTM rows by id, then STM rows by id; see cortex.touch_notes), so that it waits for a touch
+# of the same notes instead of deadlocking with it.
+LOCK_NOTES = """
+SELECT id FROM {table}
+WHERE user_id = :user_id AND id = ANY (CAST(:ids AS uuid[]))
+ORDER BY id FOR NO KEY UPDATE
+"""
+LOCK_LTM_NOTES = LOCK_NOTES.format(table="cortex.notes")
+LOCK_STM_NOTES = LOCK_NOTES.format(table="cortex.stm_notes")
 
 SEARCH = """
 WITH hits AS MATERIALIZED (
@@ -125,7 +138,8 @@ WITH hits AS MATERIALIZED (
         p_expand_entities => :expand_entities,
         p_ranking => CAST(:ranking AS jsonb))
 ), touched AS MATERIALIZED (
-    SELECT CASE WHEN :touch THEN cortex.touch_notes(:user_id, array_agg(h.id), 'all') END AS n
+    SELECT CASE WHEN :touch THEN set_config('synchronous_commit', 'off', true) END AS lazy_commit,
+           CASE WHEN :touch THEN cortex.touch_notes(:user_id, array_agg(h.id), 'all') END AS touched
     FROM hits h WHERE h.user_id = :user_id
 )
 SELECT h.* FROM hits h CROSS JOIN touched ORDER BY h.score DESC, h.id

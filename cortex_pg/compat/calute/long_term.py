@@ -179,7 +179,6 @@ class LongTermMemory(ShelfBacked):
             "retention_days": self.retention_days,
         }
         with translate_db_errors(), self.store.engine.begin() as conn:
-            conn.execute(text(store_sql.ACCESS_ONLY_COMMIT))  # the search touches what it returns
             rows = conn.execute(text(sql.LTM_SEARCH), params).mappings().all()
         return [item_from_note(note_from_row(r), float(r["ltm_score"]), access_bump=1) for r in rows]
 
@@ -220,6 +219,7 @@ class LongTermMemory(ShelfBacked):
         """Remove every item of this scope."""
         self.shelf.clear()
 
+    @retry_transient  # one transaction of its own
     def merge_similar(self, similarity_threshold: float = 0.8) -> int:
         """Merge items whose word sets overlap by ``|A & B| / max(|A|, |B|) >= threshold``
         (calute v3): the longer text is kept with the larger importance and the summed access
@@ -231,6 +231,9 @@ class LongTermMemory(ShelfBacked):
         with translate_db_errors(), self.store.engine.begin() as conn:
             conn.execute(text(sql.LOCK_SCOPE), params)
             pairs = conn.execute(text(sql.SIMILAR_PAIRS.format(scope=sql.SCOPE)), params).all()
+            if pairs:  # in the touching reads' order, not pair by pair
+                ids = sorted({i for pair in pairs for i in pair})
+                conn.execute(text(store_sql.LOCK_LTM_NOTES), {"user_id": self.shelf.user_id, "ids": ids})
             gone: set[Any] = set()
             for keep_id, drop_id in pairs:
                 if keep_id in gone or drop_id in gone:

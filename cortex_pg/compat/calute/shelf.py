@@ -22,7 +22,6 @@ from cortex_pg.compat.memory_item import item_from_note
 from cortex_pg.db.retry import retry_transient
 from cortex_pg.errors import ConflictError, ValidationError, translate_db_errors
 from cortex_pg.store import MemoryStore, Note, SearchResult, validation
-from cortex_pg.store import sql as store_sql
 from cortex_pg.store.filters import clean_filters_given, compile_where, item_filter
 from cortex_pg.store.memory_store import note_from_row
 from cortex_pg.store.stm_loss import report_unwritten
@@ -172,10 +171,7 @@ class Shelf:
             if row is None:
                 return None
             if touch:
-                conn.execute(text(store_sql.ACCESS_ONLY_COMMIT))
-                conn.execute(
-                    text(sql.TOUCH), {"user_id": self.user_id, "ids": [nid], "tier": self.tier}
-                )
+                conn.execute(text(sql.TOUCH), {"user_id": self.user_id, "ids": [nid], "tier": self.tier})
         note = note_from_row(row)
         if touch:
             from dataclasses import replace
@@ -221,7 +217,6 @@ class Shelf:
             rows = conn.execute(text(statement), params).mappings().all()
             if touch and rows:
                 ids = [r["id"] for r in rows]
-                conn.execute(text(store_sql.ACCESS_ONLY_COMMIT))
                 conn.execute(text(sql.TOUCH), {"user_id": self.user_id, "ids": ids, "tier": self.tier})
         notes = [note_from_row(r) for r in rows]
         if touch:

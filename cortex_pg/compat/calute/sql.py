@@ -31,8 +31,11 @@ ORDER BY {order}
 LIMIT :limit
 """
 
-# locks in id order (see cortex.touch_notes), :tier is the shelf's: ltm or stm
-TOUCH = "SELECT cortex.touch_notes(:user_id, CAST(:ids AS uuid[]), :tier)"
+# the store's TOUCH for one tier (:tier, the shelf's: ltm or stm); see there
+TOUCH = """
+SELECT set_config('synchronous_commit', 'off', true) AS lazy_commit,
+       cortex.touch_notes(:user_id, CAST(:ids AS uuid[]), :tier) AS touched
+"""
 
 DELETE = """
 WITH gone AS (DELETE FROM {table} n WHERE {scope} AND ({where}) AND (CAST(:id AS uuid) IS NULL OR n.id = :id)
@@ -62,7 +65,9 @@ WITH hits AS MATERIALIZED (
 ), top AS (
     SELECT * FROM scored ORDER BY ltm_score DESC, id LIMIT :limit
 ), touched AS MATERIALIZED (
-    SELECT cortex.touch_notes(:user_id, array_agg(t.id), 'ltm') AS n FROM top t
+    SELECT set_config('synchronous_commit', 'off', true) AS lazy_commit,
+           cortex.touch_notes(:user_id, array_agg(t.id), 'ltm') AS touched
+    FROM top t
 )
 SELECT t.* FROM top t CROSS JOIN touched ORDER BY t.ltm_score DESC, t.id
 """

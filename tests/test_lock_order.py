@@ -1,0 +1,118 @@
+"""Writers that update several notes lock them in the touching reads' order (LTM rows by id,
+then STM rows by id; see cortex.touch_notes), so a touching search or read waits for them, and
+they for it, without a deadlock.
+
+Each test arranges the interleaving that deadlocked before: a third transaction holds a row
+lock so that the touching read and the writer each take part of their rows and then wait.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from sqlalchemy import text
+
+from cortex_pg.compat.calute import LongTermMemory
+from cortex_pg.evolution.evolve import evolve_note
+
+IDS = [f"00000000-0000-4000-8000-00000000000{i}" for i in range(1, 4)]  # in uuid order
+HOLD = "SELECT 1 FROM cortex.notes WHERE id = CAST(:id AS uuid) FOR SHARE"
+# sessions of this database waiting for a lock (a row lock shows as a transactionid or tuple wait)
+WAITING = """
+SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()
+"""
+
+
+def _deadlocks(caplog) -> list[str]:  # noqa: ANN001
+    return [
+        r.getMessage() for r in caplog.records if r.name == "cortex_pg.db.retry" and "40P01" in r.getMessage()
+    ]
+
+
+def _race(store, held: str, first, second) -> dict:  # noqa: ANN001
+    """Run ``first``, then ``second``, in threads while a third transaction holds ``held`` (FOR
+    SHARE): each is started once the one before waits for a lock, and ``held`` is released once
+    both wait. Returns each call's result or the error it raised."""
+    out: dict = {}
+
+    def run(name: str, fn) -> None:  # noqa: ANN001
+        try:
+            out[name] = fn()
+        except Exception as exc:  # noqa: BLE001 - reported to the test
+            out[name] = exc
+
+    with store.engine.connect() as holder, store.engine.connect() as watcher:
+        holder.execute(text(HOLD), {"id": held})
+        threads = [
+            threading.Thread(target=run, args=(n, f)) for n, f in (("first", first), ("second", second))
+        ]
+        for waiting, t in enumerate(threads, start=1):
+            t.start()
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                count = watcher.execute(text(WAITING)).scalar_one()
+                watcher.rollback()  # pg_stat_activity is read once per transaction
+                if count >= waiting:
+                    break
+                time.sleep(0.02)
+        holder.commit()
+    for t in threads:
+        t.join(30)
+    return out
+
+
+def test_calute_merge_similar_beside_a_touching_read_does_not_deadlock(store, caplog):
+    """The read touches K, M, D in id order and waits on M; merge_similar (keep K, drop D) used to
+    update D, then wait on K: a cycle once M was free. It now locks K and D in id order first."""
+    caplog.set_level(logging.INFO, logger="cortex_pg.db.retry")
+    keep, middle, drop = IDS
+    scope = {"user_id": "u", "session_id": "s", "memory_type": "long_term", "to_stm": False}
+    store.add("alpha bravo charlie delta echo foxtrot", id=keep, **scope)
+    store.add("pelican quartz marmalade", id=middle, **scope)
+    store.add("alpha bravo charlie delta echo", id=drop, **scope)  # 5 of 6 words: merged into keep
+    ltm = LongTermMemory(store=store, user_id="u", session_id="s")
+
+    out = _race(store, middle, lambda: len(ltm.retrieve(limit=10)), lambda: ltm.merge_similar(0.8))
+
+    assert out == {"first": 3, "second": 1}
+    assert _deadlocks(caplog) == []
+    assert store.get(drop, user_id="u").merged_into is not None
+    assert store.get(keep, user_id="u").access_count == 2  # its own touch and the dropped item's
+
+
+def test_evolution_updating_neighbours_beside_a_touching_search_does_not_deadlock(store, caplog):
+    """The search touches H and M in id order and waits on H; the job on N used to update its
+    neighbours by distance (M, the nearer, then H): holding M, it waited on H while the search,
+    holding H, waited on M. It now locks the neighbours in id order before it updates them."""
+    caplog.set_level(logging.INFO, logger="cortex_pg.db.retry")
+    far, near, note = IDS
+    for nid, content in (
+        (far, "harbour boats wind rain"),
+        (near, "harbour boats wind sail"),
+        (note, "sail tide moon"),
+    ):
+        store.add(content, id=nid, user_id="u", session_id="s", enqueue_evolution=False, to_stm=False)
+
+    def decider(view, hood):  # noqa: ANN001, ANN202 - what an LLM decider answers
+        return {
+            "should_evolve": True,
+            "actions": ["update_neighbor"],
+            "new_tags_neighborhood": [["harbour"] for _ in hood],
+            "new_context_neighborhood": ["a harbour note" for _ in hood],
+        }
+
+    def evolve() -> int:
+        with store.engine.begin() as conn:
+            return evolve_note(conn, store.embedder, decider, "u", note)["neighbours_updated"]
+
+    def search() -> list[str]:
+        return sorted(str(r.id) for r in store.search("harbour boats wind", user_id="u", limit=2))
+
+    out = _race(store, far, search, evolve)
+
+    assert out == {"first": [far, near], "second": 2}
+    assert _deadlocks(caplog) == []
+    assert {store.get(i, user_id="u").context for i in (far, near)} == {"a harbour note"}
