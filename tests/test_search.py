@@ -132,6 +132,34 @@ def test_stm_capacity_and_lru(db_url):
         s.close()
 
 
+def test_a_write_keeps_its_own_notes_in_a_full_stm(db_url):
+    """A note's STM row is stamped with its transaction's start time; a touch committed meanwhile
+    stamps later. The trim after the write keeps the notes it just wrote, and evicts the least
+    recently used of the others, rather than the new note."""
+    from sqlalchemy import text
+
+    s = MemoryStore.open(db_url, embedder="hashing", auto_migrate=False, stm_capacity=2)
+    try:
+        old = [s.add(f"short term item {i}", user_id="u", session_id="s") for i in range(2)]
+        with s.engine.begin() as conn:  # as if touched after the next write's transaction began
+            conn.execute(
+                text("UPDATE cortex.stm_notes SET last_accessed_at = now() + interval '1 hour' WHERE id = :i"),
+                {"i": old[1]},
+            )
+            conn.execute(
+                text("UPDATE cortex.stm_notes SET last_accessed_at = now() + interval '2 hours' WHERE id = :i"),
+                {"i": old[0]},
+            )
+        new = s.add("short term item 2", user_id="u", session_id="s")
+        stm = {n.id for n in s.list_notes(user_id="u", session_id="s", memory_source="stm")}
+        assert stm == {new, old[0]}  # old[1], touched less recently than old[0], went
+        batch = s.add_many([{"content": f"bulk {i}", "user_id": "u", "session_id": "s"} for i in range(3)])
+        stm = {n.id for n in s.list_notes(user_id="u", session_id="s", memory_source="stm")}
+        assert stm == set(batch[1:])  # the newest two of the batch, though old[0] looks more recent
+    finally:
+        s.close()
+
+
 def test_all_sources_dedupe_with_stm_copy_winning(store):
     nid = store.add("a note in both tiers", user_id="u")
     results = store.search("note in both tiers", user_id="u")

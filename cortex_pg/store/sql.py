@@ -61,7 +61,10 @@ FROM {RECORDSET}
 ON CONFLICT DO NOTHING
 """
 
-# LRU eviction: keep the :capacity most recently accessed notes per (user_id, session_id).
+# LRU eviction: keep the :capacity most recently accessed notes per (user_id, session_id), the
+# notes this write put in STM (:written) first. Their last_accessed_at is the time their
+# transaction began, so a touch committed meanwhile made them look least recently used, and
+# the write evicted the note it had just added.
 TRIM_STM = """
 DELETE FROM cortex.stm_notes s
 USING (
@@ -69,7 +72,8 @@ USING (
     FROM (
         SELECT t.user_id, t.id,
                row_number() OVER (PARTITION BY t.user_id, t.session_id
-                                  ORDER BY t.last_accessed_at DESC, t.seq DESC) AS rn
+                                  ORDER BY t.id = ANY (CAST(:written AS uuid[])) DESC,
+                                           t.last_accessed_at DESC, t.seq DESC) AS rn
         FROM cortex.stm_notes t
         JOIN (SELECT DISTINCT * FROM unnest(CAST(:users AS text[]), CAST(:sessions AS text[])))
              AS k(user_id, session_id)

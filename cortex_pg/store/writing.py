@@ -379,7 +379,7 @@ class NoteWriter:
             vectors = [windows[0][0]]  # STM keeps one embedding: the first window
             row = dict(note.row(), embedding=vector_literal(vectors[0]))
             yield Query(sql.INSERT_STM, {"rows": json.dumps([row]), "model": self.embedder.name}, "none")
-            yield Query(sql.TRIM_STM, {**scopes, "capacity": capacity}, "none")
+            yield Query(sql.TRIM_STM, {**scopes, "capacity": capacity, "written": [str(note.id)]}, "none")
             return str(note.id)
 
         return (yield Transaction(body(note)))
@@ -449,7 +449,8 @@ class NoteWriter:
                 for r in _newest_per_scope(rows, capacity)
             ]
             yield Query(sql.INSERT_STM, {"rows": json.dumps(newest), "model": self.embedder.name}, "none")
-            yield Query(sql.TRIM_STM, {**scopes, "capacity": capacity}, "none")
+            written = [str(r["id"]) for r in newest]
+            yield Query(sql.TRIM_STM, {**scopes, "capacity": capacity, "written": written}, "none")
         return ids
 
     def _write_context_embeddings(self, users: list[str], ids: list[str], *, new: bool = False) -> Plan[None]:
