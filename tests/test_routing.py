@@ -171,6 +171,7 @@ def test_hot_statements_have_an_equality_on_user_id(db_url):
         "cortex.related_entities(",
         "cortex.context_push(",
         "cortex.context_pop(",
+        "cortex.touch_notes(",
         "INSERT INTO cortex.notes",
         "DELETE FROM cortex.notes",
         "UPDATE cortex.notes",
