@@ -116,3 +116,22 @@ def test_evolution_updating_neighbours_beside_a_touching_search_does_not_deadloc
     assert out == {"first": [far, near], "second": 2}
     assert _deadlocks(caplog) == []
     assert {store.get(i, user_id="u").context for i in (far, near)} == {"a harbour note"}
+
+
+def test_delete_where_beside_a_touching_search_does_not_deadlock(store, caplog):
+    """The search touches A, B, C in id order and waits on B; delete_where deleted in its plan's
+    order (C, the first stored, first): holding C, it waited on B, then the search on C. It now
+    locks the session's notes in id order before it deletes them."""
+    caplog.set_level(logging.INFO, logger="cortex_pg.db.retry")
+    first, middle, last = IDS
+    for nid in (last, middle, first):  # stored newest id first
+        store.add(f"harbour boats wind, note {nid[-1]}", id=nid, user_id="u", session_id="s", to_stm=False)
+
+    def search() -> int:
+        return len(store.search("harbour boats wind", user_id="u", limit=3))
+
+    out = _race(store, middle, search, lambda: store.delete_where(user_id="u", session_id="s"))
+
+    assert out == {"first": 3, "second": 3}
+    assert _deadlocks(caplog) == []
+    assert store.count(user_id="u", session_id="s") == 0

@@ -143,11 +143,15 @@ def test_a_write_keeps_its_own_notes_in_a_full_stm(db_url):
         old = [s.add(f"short term item {i}", user_id="u", session_id="s") for i in range(2)]
         with s.engine.begin() as conn:  # as if touched after the next write's transaction began
             conn.execute(
-                text("UPDATE cortex.stm_notes SET last_accessed_at = now() + interval '1 hour' WHERE id = :i"),
+                text(
+                    "UPDATE cortex.stm_notes SET last_accessed_at = now() + interval '1 hour' WHERE id = :i"
+                ),
                 {"i": old[1]},
             )
             conn.execute(
-                text("UPDATE cortex.stm_notes SET last_accessed_at = now() + interval '2 hours' WHERE id = :i"),
+                text(
+                    "UPDATE cortex.stm_notes SET last_accessed_at = now() + interval '2 hours' WHERE id = :i"
+                ),
                 {"i": old[0]},
             )
         new = s.add("short term item 2", user_id="u", session_id="s")

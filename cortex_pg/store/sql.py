@@ -120,6 +120,12 @@ ORDER BY id FOR NO KEY UPDATE
 """
 LOCK_LTM_NOTES = LOCK_NOTES.format(table="cortex.notes")
 LOCK_STM_NOTES = LOCK_NOTES.format(table="cortex.stm_notes")
+# delete_where: the notes of a user (and session) in one tier, locked for the delete in that order
+LOCK_SCOPE_FOR_DELETE = """
+SELECT id FROM {table}
+WHERE user_id = :u AND (CAST(:s AS text) IS NULL OR session_id = :s)
+ORDER BY id FOR UPDATE
+"""
 
 SEARCH = """
 WITH hits AS MATERIALIZED (

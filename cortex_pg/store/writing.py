@@ -684,6 +684,10 @@ class NoteWriter:
         sid = validation.optional_scope_id(session_id, "session_id")
         source = validation.memory_source(memory_source)
         with translate_db_errors(), self.engine.begin() as conn:
+            # in the touching reads' lock order (LTM rows by id, then STM rows by id), not the plan's
+            for tier, table in (("ltm", "cortex.notes"), ("stm", "cortex.stm_notes")):
+                if source in ("all", tier):
+                    conn.execute(text(sql.LOCK_SCOPE_FOR_DELETE.format(table=table)), {"u": uid, "s": sid})
             return conn.execute(
                 text(
                     "WITH l AS (DELETE FROM cortex.notes WHERE :src IN ('all','ltm') AND user_id = :u "
