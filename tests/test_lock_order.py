@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 
+import pytest
 from sqlalchemy import text
 
 from cortex_pg.compat.calute import LongTermMemory
@@ -83,10 +84,12 @@ def test_calute_merge_similar_beside_a_touching_read_does_not_deadlock(store, ca
     assert store.get(keep, user_id="u").access_count == 2  # its own touch and the dropped item's
 
 
-def test_evolution_updating_neighbours_beside_a_touching_search_does_not_deadlock(store, caplog):
-    """The search touches H and M in id order and waits on H; the job on N used to update its
-    neighbours by distance (M, the nearer, then H): holding M, it waited on H while the search,
-    holding H, waited on M. It now locks the neighbours in id order before it updates them."""
+@pytest.mark.parametrize("actions", [["update_neighbor"], ["strengthen", "update_neighbor"]])
+def test_evolution_updating_neighbours_beside_a_touching_search_does_not_deadlock(store, caplog, actions):
+    """The search touches H and M in id order and waits on one of them; the job on N used to
+    update its neighbours by distance (M, the nearer, then H), or to take a share lock on its link
+    target M first: holding M, it waited on H while the search, holding H, waited on M. It now
+    locks every note it links to or updates in id order before its first write."""
     caplog.set_level(logging.INFO, logger="cortex_pg.db.retry")
     far, near, note = IDS
     for nid, content in (
@@ -99,7 +102,11 @@ def test_evolution_updating_neighbours_beside_a_touching_search_does_not_deadloc
     def decider(view, hood):  # noqa: ANN001, ANN202 - what an LLM decider answers
         return {
             "should_evolve": True,
-            "actions": ["update_neighbor"],
+            "actions": actions,
+            "suggested_connections": [
+                {"id": near, "type": "related", "strength": 0.8, "reason": "same harbour"}
+            ],
+            "tags_to_update": list(view.tags),
             "new_tags_neighborhood": [["harbour"] for _ in hood],
             "new_context_neighborhood": ["a harbour note" for _ in hood],
         }
@@ -111,7 +118,7 @@ def test_evolution_updating_neighbours_beside_a_touching_search_does_not_deadloc
     def search() -> list[str]:
         return sorted(str(r.id) for r in store.search("harbour boats wind", user_id="u", limit=2))
 
-    out = _race(store, far, search, evolve)
+    out = _race(store, near if "strengthen" in actions else far, search, evolve)
 
     assert out == {"first": [far, near], "second": 2}
     assert _deadlocks(caplog) == []
@@ -135,3 +142,22 @@ def test_delete_where_beside_a_touching_search_does_not_deadlock(store, caplog):
     assert out == {"first": 3, "second": 3}
     assert _deadlocks(caplog) == []
     assert store.count(user_id="u", session_id="s") == 0
+
+
+def test_calute_delete_beside_a_touching_read_is_retried_not_raised(store):
+    """calute's filtered delete takes its row locks in scan order (high id first here), so it can
+    deadlock with a touching read (id order); it is a transaction of its own and is retried, so
+    the caller gets the count, not the deadlock."""
+    low, middle, high = IDS
+    scope = {"user_id": "u", "session_id": "s", "memory_type": "long_term", "to_stm": False}
+    store.add("delete me alpha", id=high, metadata={"gone": True}, **scope)
+    store.add("keep me bravo", id=middle, **scope)
+    store.add("delete me charlie", id=low, metadata={"gone": True}, **scope)
+    ltm = LongTermMemory(store=store, user_id="u", session_id="s")
+
+    out = _race(
+        store, middle, lambda: len(ltm.retrieve(limit=10)), lambda: ltm.delete(filters={"gone": True})
+    )
+
+    assert out["second"] == 2 and out["first"] in (1, 3)  # the read saw the items before or after
+    assert [n.id for n in store.list_notes(user_id="u", session_id="s")] == [middle]

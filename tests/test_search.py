@@ -160,6 +160,26 @@ def test_a_write_keeps_its_own_notes_in_a_full_stm(db_url):
         batch = s.add_many([{"content": f"bulk {i}", "user_id": "u", "session_id": "s"} for i in range(3)])
         stm = {n.id for n in s.list_notes(user_id="u", session_id="s", memory_source="stm")}
         assert stm == set(batch[1:])  # the newest two of the batch, though old[0] looks more recent
+        later = "UPDATE cortex.stm_notes SET last_accessed_at = now() + interval '3 hours' WHERE id = :i"
+        with s.engine.begin() as conn:
+            conn.execute(text(later), {"i": batch[1]})
+        # batches of one call are one transaction: the second batch's trim keeps the first's note
+        two = s.add_many(
+            [{"content": f"pair {i}", "user_id": "u", "session_id": "s"} for i in range(2)], batch_size=1
+        )
+        stm = {n.id for n in s.list_notes(user_id="u", session_id="s", memory_source="stm")}
+        assert stm == set(two)
+        # content already in STM is not written again, so it is not kept over a more recent note
+        with s.engine.begin() as conn:
+            conn.execute(text(later), {"i": two[1]})
+        again = s.add_many(
+            [
+                {"content": "pair 0", "user_id": "u", "session_id": "s"},
+                {"content": "fresh", "user_id": "u", "session_id": "s"},
+            ]
+        )
+        stm = {n.id for n in s.list_notes(user_id="u", session_id="s", memory_source="stm")}
+        assert again[0] == two[0] and stm == {two[1], again[1]}
     finally:
         s.close()
 

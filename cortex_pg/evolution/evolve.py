@@ -189,20 +189,16 @@ def apply_decision(
     out: dict[str, Any] = {"links": 0, "neighbours_updated": 0, "merged_into": None, "dropped_ids": []}
     if not decision.should_evolve:
         return out
-    conn.execute(text("SELECT set_config('cortex.change_reason', 'evolve', true)"))
+    forward: list[note_links.Link] = []
     if "strengthen" in decision.actions:
-        if decision.tags_to_update and decision.tags_to_update != note.tags:
-            _set_fields(conn, user_id, note.id, decision.tags_to_update, note.context)
-        forward = []
         for s in decision.suggested_connections:
             target = resolve(s.ref, note, hood)
             if target is None:
                 out["dropped_ids"].append(s.ref)
                 continue
             forward.append(note_links.Link(note.id, target.id, s.type, s.strength, s.reason))
-        out["links"] = note_links.write_links(conn, user_id, forward, repoint_merged=True)
+    changes = []
     if "update_neighbor" in decision.actions:
-        changes = []
         for i, n in enumerate(hood):
             tags = decision.new_tags_neighborhood[i] if i < len(decision.new_tags_neighborhood) else n.tags
             ctx = (
@@ -212,13 +208,20 @@ def apply_decision(
             )
             if tags != n.tags or ctx != n.context:
                 changes.append((n.id, tags, ctx))
-        if changes:  # lock the neighbours in the touching reads' order, not by distance
-            ids = sorted(nid for nid, _, _ in changes)
-            for lock in (store_sql.LOCK_LTM_NOTES, store_sql.LOCK_STM_NOTES):
-                conn.execute(text(lock), {"user_id": user_id, "ids": ids})
-        for nid, tags, ctx in changes:
-            _set_fields(conn, user_id, nid, tags, ctx)
-            out["neighbours_updated"] += 1
+    # lock the other notes it links to or updates in the touching reads' order (LTM rows by id,
+    # then STM rows by id) before the first write, not in distance order as it writes them
+    others = sorted({link.target for link in forward} | {nid for nid, _, _ in changes})
+    if others:
+        for lock in (store_sql.LOCK_LTM_NOTES, store_sql.LOCK_STM_NOTES):
+            conn.execute(text(lock), {"user_id": user_id, "ids": others})
+    conn.execute(text("SELECT set_config('cortex.change_reason', 'evolve', true)"))
+    if "strengthen" in decision.actions:
+        if decision.tags_to_update and decision.tags_to_update != note.tags:
+            _set_fields(conn, user_id, note.id, decision.tags_to_update, note.context)
+        out["links"] = note_links.write_links(conn, user_id, forward, repoint_merged=True)
+    for nid, tags, ctx in changes:
+        _set_fields(conn, user_id, nid, tags, ctx)
+        out["neighbours_updated"] += 1
     conn.execute(text("SELECT set_config('cortex.change_reason', '', true)"))
     if "merge_memories" in decision.actions:
         for m in decision.merge_candidates:

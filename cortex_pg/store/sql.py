@@ -59,10 +59,11 @@ SELECT r.id, r.user_id, r.session_id, r.content, r.keywords, r.tags, r.context, 
        r.memory_type, r.metadata, r.importance, r.created_at, :model, CAST(r.embedding AS vector)
 FROM {RECORDSET}
 ON CONFLICT DO NOTHING
+RETURNING id, user_id, session_id
 """
 
 # LRU eviction: keep the :capacity most recently accessed notes per (user_id, session_id), the
-# notes this write put in STM (:written) first. Their last_accessed_at is the time their
+# notes this transaction inserted into STM (:written, every batch so far) first. Their last_accessed_at is the time their
 # transaction began, so a touch committed meanwhile made them look least recently used, and
 # the write evicted the note it had just added.
 TRIM_STM = """

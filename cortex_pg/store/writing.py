@@ -349,9 +349,10 @@ class NoteWriter:
 
         def batches() -> Plan[list[str]]:
             ids: list[str] = []
+            stm_written: dict[tuple[str, str], list[str]] = {}  # inserted into STM so far, per scope
             for start in range(0, len(notes), batch_size):
                 batch = notes[start : start + batch_size]
-                ids.extend((yield from self._insert_batch(batch, to_stm, enqueue, capacity)))
+                ids.extend((yield from self._insert_batch(batch, to_stm, enqueue, capacity, stm_written)))
                 if progress:
                     progress(len(batch))
             return ids
@@ -378,8 +379,9 @@ class NoteWriter:
             windows = yield Blocking(embed_windows, (self.embedder, [note.content]))
             vectors = [windows[0][0]]  # STM keeps one embedding: the first window
             row = dict(note.row(), embedding=vector_literal(vectors[0]))
-            yield Query(sql.INSERT_STM, {"rows": json.dumps([row]), "model": self.embedder.name}, "none")
-            yield Query(sql.TRIM_STM, {**scopes, "capacity": capacity, "written": [str(note.id)]}, "none")
+            added = yield Query(sql.INSERT_STM, {"rows": json.dumps([row]), "model": self.embedder.name})
+            written = [str(r.id) for r in added]
+            yield Query(sql.TRIM_STM, {**scopes, "capacity": capacity, "written": written}, "none")
             return str(note.id)
 
         return (yield Transaction(body(note)))
@@ -390,8 +392,13 @@ class NoteWriter:
         to_stm: bool,
         enqueue: bool = False,
         stm_capacity: int | None = None,
+        stm_written: dict[tuple[str, str], list[str]] | None = None,
     ) -> Plan[list[str]]:
+        """Insert one batch in the caller's transaction. ``stm_written`` collects, per (user, session),
+        the newest ``capacity`` ids inserted into STM across the batches of one transaction, so
+        that no batch's trim evicts an earlier batch's notes for notes touched meanwhile."""
         capacity = self.stm_capacity if stm_capacity is None else stm_capacity
+        stm_written = {} if stm_written is None else stm_written
         scopes = {"users": [n.user_id for n in batch], "sessions": [n.session_id for n in batch]}
         yield Query(sql.LOCK_SCOPES, scopes, "none")
         existing: dict[tuple[str, str, str], tuple[str, str]] = {}
@@ -448,9 +455,13 @@ class NoteWriter:
                 dict(r, embedding=vector_literal(by_id[r["id"]][0]))
                 for r in _newest_per_scope(rows, capacity)
             ]
-            yield Query(sql.INSERT_STM, {"rows": json.dumps(newest), "model": self.embedder.name}, "none")
-            written = [str(r["id"]) for r in newest]
-            yield Query(sql.TRIM_STM, {**scopes, "capacity": capacity, "written": written}, "none")
+            added = yield Query(sql.INSERT_STM, {"rows": json.dumps(newest), "model": self.embedder.name})
+            for r in added:
+                scope = stm_written.setdefault((r.user_id, r.session_id), [])
+                scope.append(str(r.id))
+                del scope[:-capacity]  # older ones would be evicted by the newer anyway
+            kept = [nid for scope in stm_written.values() for nid in scope]
+            yield Query(sql.TRIM_STM, {**scopes, "capacity": capacity, "written": kept}, "none")
         return ids
 
     def _write_context_embeddings(self, users: list[str], ids: list[str], *, new: bool = False) -> Plan[None]:

@@ -118,6 +118,7 @@ class LongTermMemory(ShelfBacked):
             self.cleanup(room=1)
         return item_from_note(self.shelf.add(content, meta, importance=imp, time=time))
 
+    @retry_transient  # one transaction of its own (its deletes, as Shelf.delete's)
     def cleanup(self, room: int = 0) -> CleanupReport:
         """Remove expired items, then the lowest-scored until at most ``max_items - room``
         remain (see the module doc). Returns (and keeps in ``last_cleanup``) the report."""

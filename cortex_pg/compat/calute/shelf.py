@@ -125,6 +125,9 @@ class Shelf:
             self.store.update(note.id, user_id=self.user_id, **fields)
         return self.get(note.id)
 
+    # (a multi-row delete takes its row locks in its plan's order and can deadlock with a touching
+    # read: each is a transaction of its own, retried)
+    @retry_transient
     def delete(self, memory_id: object = None, filters: Mapping[str, Any] | None = None) -> int:
         """Delete one item by id, or every item matching ``filters``, or (neither, or filters
         whose keys are all unset) nothing.
@@ -142,6 +145,7 @@ class Shelf:
             statement = sql.DELETE.format(table=self.table, scope=sql.SCOPE, where=where)
             return int(conn.execute(text(statement), {**self.params, "id": nid}).scalar_one())
 
+    @retry_transient
     def clear(self) -> int:
         """Delete every item of the shelf. Returns the number removed."""
         with translate_db_errors(), self.store.engine.begin() as conn:
