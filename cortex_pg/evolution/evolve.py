@@ -210,7 +210,7 @@ def apply_decision(
                 changes.append((n.id, tags, ctx))
     # lock the other notes it links to or updates in the touching reads' order (LTM rows by id,
     # then STM rows by id) before the first write, not in distance order as it writes them
-    others = sorted({link.target for link in forward} | {nid for nid, _, _ in changes})
+    others = list({link.target for link in forward} | {nid for nid, _, _ in changes})
     if others:
         for lock in (store_sql.LOCK_LTM_NOTES, store_sql.LOCK_STM_NOTES):
             conn.execute(text(lock), {"user_id": user_id, "ids": others})

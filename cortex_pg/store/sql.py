@@ -63,9 +63,9 @@ RETURNING id, user_id, session_id
 """
 
 # LRU eviction: keep the :capacity most recently accessed notes per (user_id, session_id), the
-# notes this transaction inserted into STM (:written, every batch so far) first. Their last_accessed_at is the time their
-# transaction began, so a touch committed meanwhile made them look least recently used, and
-# the write evicted the note it had just added.
+# notes this transaction inserted into STM (:written, every batch so far) first. Their
+# last_accessed_at is the time their transaction began, so a touch committed meanwhile made them
+# look least recently used, and the write evicted the notes it had just added.
 TRIM_STM = """
 DELETE FROM cortex.stm_notes s
 USING (

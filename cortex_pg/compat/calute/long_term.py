@@ -233,7 +233,7 @@ class LongTermMemory(ShelfBacked):
             conn.execute(text(sql.LOCK_SCOPE), params)
             pairs = conn.execute(text(sql.SIMILAR_PAIRS.format(scope=sql.SCOPE)), params).all()
             if pairs:  # in the touching reads' order, not pair by pair
-                ids = sorted({i for pair in pairs for i in pair})
+                ids = list({i for pair in pairs for i in pair})
                 conn.execute(text(store_sql.LOCK_LTM_NOTES), {"user_id": self.shelf.user_id, "ids": ids})
             gone: set[Any] = set()
             for keep_id, drop_id in pairs:
