@@ -11,12 +11,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 
 import pytest
 from sqlalchemy import text
 
 from cortex_pg.compat.calute import LongTermMemory
-from cortex_pg.evolution.evolve import evolve_note
+from cortex_pg.evolution.evolve import decide, evolve_note, read_neighbourhood
 
 IDS = [f"00000000-0000-4000-8000-00000000000{i}" for i in range(1, 4)]  # in uuid order
 HOLD = "SELECT 1 FROM cortex.notes WHERE id = CAST(:id AS uuid) FOR SHARE"
@@ -123,6 +124,51 @@ def test_evolution_updating_neighbours_beside_a_touching_search_does_not_deadloc
     assert out == {"first": [far, near], "second": 2}
     assert _deadlocks(caplog) == []
     assert {store.get(i, user_id="u").context for i in (far, near)} == {"a harbour note"}
+
+
+@pytest.mark.parametrize("ahead", [True, False], ids=["decided-before", "decided-in-transaction"])
+def test_evolution_job_locks_its_note_in_id_order_beside_a_touching_search(store, caplog, ahead):
+    """The search touches A and the job's note N (A < N) and waits on A; a job used to lock N
+    first, then A to write to it: holding N, it waited on A while the search, holding A, waited
+    on N. It now locks every note the decision writes, N among them, in id order, whether the
+    decision was made before its transaction (a slow decider) or in it."""
+    caplog.set_level(logging.INFO, logger="cortex_pg.db.retry")
+    near, other, note = IDS
+    for nid, content in (
+        (near, "harbour boats wind rain"),
+        (other, "pelican quartz marmalade"),
+        (note, "harbour boats wind sail"),
+    ):
+        store.add(content, id=nid, user_id="u", session_id="s", enqueue_evolution=False, to_stm=False)
+
+    def decider(view, hood):  # noqa: ANN001, ANN202
+        return {
+            "should_evolve": True,
+            "actions": ["strengthen", "update_neighbor"],
+            "suggested_connections": [{"id": near, "type": "related", "strength": 0.8, "reason": "harbour"}],
+            "tags_to_update": ["harbour"],
+            "new_tags_neighborhood": [["harbour"] for _ in hood],
+            "new_context_neighborhood": ["a harbour note" for _ in hood],
+        }
+
+    decided = None
+    if ahead:  # decided before the job's transaction, as the worker does with a slow decider
+        with store.engine.begin() as conn:
+            decided = decide(decider, read_neighbourhood(conn, "u", uuid.UUID(note), store.embedder.name))
+
+    def evolve() -> int:
+        with store.engine.begin() as conn:
+            out = evolve_note(conn, store.embedder, decider, "u", note, decided=decided, on_stale="raise")
+        return out["neighbours_updated"]
+
+    def search() -> list[str]:
+        return sorted(str(r.id) for r in store.search("harbour boats wind", user_id="u", limit=2))
+
+    out = _race(store, near, search, evolve)
+
+    assert out == {"first": [near, note], "second": 2}
+    assert _deadlocks(caplog) == []
+    assert store.get(note, user_id="u").tags == ["harbour"]
 
 
 def test_delete_where_beside_a_touching_search_does_not_deadlock(store, caplog):

@@ -66,6 +66,9 @@ class NoteView:
     specificity: float = 0.0
 
 
+#: ``decider(note, neighbours)`` -> the decision (a mapping, or its JSON text). A decider whose
+#: ``instant`` attribute is true (no I/O, e.g. :func:`heuristic_decider`) is asked inside the
+#: job's transaction; any other (an LLM) before it, holding no lock (see evolution.worker).
 Decider = Callable[[NoteView, Sequence[NoteView]], Mapping[str, Any] | str]
 
 
@@ -281,6 +284,8 @@ def heuristic_decider(
             entity_min_cosine=entity_min_cosine,
         )
 
+    # no I/O, microseconds: a worker asks it inside the job's transaction (see evolution.worker)
+    decide.instant = True  # type: ignore[attr-defined]
     return decide
 
 

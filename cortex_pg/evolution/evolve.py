@@ -1,7 +1,11 @@
 """One evolution step: a note, its k nearest neighbours, a decision, and its effects as rows.
 
-Everything runs in the caller's transaction (the worker's, which also marks the job done), so
-the effects of a job are committed together or not at all. Order as in Prem Cortex
+Everything is written in the caller's transaction (the worker's, which also marks the job done),
+so the effects of a job are committed together or not at all. The decision is made on the
+neighbourhood read without a lock (:func:`read_neighbourhood`, :func:`decide`), by a worker with
+a slow decider (an LLM call may take seconds) before that transaction; it is applied once the
+notes it writes are locked in the touching reads' order and the notes it was shown are found
+unchanged (:class:`StaleDecision` otherwise). Order as in Prem Cortex
 ``process_memory``: strengthen (tags of the new note, links with reciprocals), update_neighbor
 (neighbour tags and context — persisted here, the original only changed an in-process copy),
 then merge (the new note into one neighbour; its fresh links move to the target).
@@ -11,7 +15,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy import Connection, text
@@ -34,11 +38,11 @@ DEFAULT_K = 4
 #: Notes beyond the k nearest that share a specific entity with the note, shown as well.
 ENTITY_CANDIDATES = 4
 
-LOCK_NOTE = """
+READ_NOTE = """
 SELECT id, user_id, session_id, content, keywords, tags, context, category, merged_into
 FROM cortex.notes WHERE user_id = :user_id AND id = :id
-FOR NO KEY UPDATE
 """
+LOCK_NOTE = READ_NOTE + "FOR NO KEY UPDATE\n"
 
 # Exact k-NN among the current notes of the same user and session (the note itself excluded),
 # by cosine distance of the stored embeddings of one model. Written as materialised steps
@@ -177,28 +181,22 @@ def _set_fields(conn: Connection, user_id: str, nid: uuid.UUID, tags: list[str],
         conn.execute(text(SET_FIELDS.format(table=table)), params)
 
 
-def apply_decision(
-    conn: Connection,
-    embedder: Embedder,
-    note: NoteView,
-    user_id: str,
-    hood: Sequence[NoteView],
-    decision: Decision,
-) -> dict[str, Any]:
-    """Write the effects of ``decision`` (see the module doc); returns counts of what changed."""
-    out: dict[str, Any] = {"links": 0, "neighbours_updated": 0, "merged_into": None, "dropped_ids": []}
-    if not decision.should_evolve:
-        return out
+def _effects(
+    note: NoteView, hood: Sequence[NoteView], decision: Decision
+) -> tuple[list[note_links.Link], list[tuple[uuid.UUID, list[str], str | None]], list[str]]:
+    """The links ``decision`` adds, the neighbours it changes (id, tags, context) and the refs
+    it names that resolve to no note shown."""
     forward: list[note_links.Link] = []
-    if "strengthen" in decision.actions:
+    dropped: list[str] = []
+    if decision.should_evolve and "strengthen" in decision.actions:
         for s in decision.suggested_connections:
             target = resolve(s.ref, note, hood)
             if target is None:
-                out["dropped_ids"].append(s.ref)
+                dropped.append(s.ref)
                 continue
             forward.append(note_links.Link(note.id, target.id, s.type, s.strength, s.reason))
     changes = []
-    if "update_neighbor" in decision.actions:
+    if decision.should_evolve and "update_neighbor" in decision.actions:
         for i, n in enumerate(hood):
             tags = decision.new_tags_neighborhood[i] if i < len(decision.new_tags_neighborhood) else n.tags
             ctx = (
@@ -208,12 +206,40 @@ def apply_decision(
             )
             if tags != n.tags or ctx != n.context:
                 changes.append((n.id, tags, ctx))
-    # lock the other notes it links to or updates in the touching reads' order (LTM rows by id,
-    # then STM rows by id) before the first write, not in distance order as it writes them
-    others = list({link.target for link in forward} | {nid for nid, _, _ in changes})
-    if others:
-        for lock in (store_sql.LOCK_LTM_NOTES, store_sql.LOCK_STM_NOTES):
-            conn.execute(text(lock), {"user_id": user_id, "ids": others})
+    return forward, changes, dropped
+
+
+def _lock_notes(conn: Connection, user_id: str, ids: Sequence[uuid.UUID]) -> None:
+    """Lock notes in the touching reads' order (LTM rows by id, then STM rows by id; see
+    ``cortex.touch_notes``), so a touching search waits for the job or the job for it, never both."""
+    for lock in (store_sql.LOCK_LTM_NOTES, store_sql.LOCK_STM_NOTES):
+        conn.execute(text(lock), {"user_id": user_id, "ids": list(ids)})
+
+
+def notes_written(note: NoteView, hood: Sequence[NoteView], decision: Decision) -> set[uuid.UUID]:
+    """Every note ``decision`` may write: the note, the notes it links to, the neighbours it
+    changes and its merge candidates."""
+    forward, changes, _ = _effects(note, hood, decision)
+    ids = {note.id} | {link.target for link in forward} | {nid for nid, _, _ in changes}
+    if decision.should_evolve and "merge_memories" in decision.actions:
+        ids |= {t.id for m in decision.merge_candidates if (t := resolve(m.ref, note, hood)) is not None}
+    return ids
+
+
+def apply_decision(
+    conn: Connection,
+    embedder: Embedder,
+    note: NoteView,
+    user_id: str,
+    hood: Sequence[NoteView],
+    decision: Decision,
+) -> dict[str, Any]:
+    """Write the effects of ``decision`` (see the module doc); returns counts of what changed.
+    The caller has locked the notes it writes (:func:`notes_written`)."""
+    out: dict[str, Any] = {"links": 0, "neighbours_updated": 0, "merged_into": None, "dropped_ids": []}
+    if not decision.should_evolve:
+        return out
+    forward, changes, out["dropped_ids"] = _effects(note, hood, decision)
     conn.execute(text("SELECT set_config('cortex.change_reason', 'evolve', true)"))
     if "strengthen" in decision.actions:
         if decision.tags_to_update and decision.tags_to_update != note.tags:
@@ -242,6 +268,89 @@ def apply_decision(
     return out
 
 
+class StaleDecision(Exception):
+    """A note the decision was made on changed (or went) between the read the decider was shown
+    and the job's lock; the decision is not applied (the worker reads and decides again)."""
+
+
+@dataclass(frozen=True)
+class Neighbourhood:
+    """What a decider is shown: the note and its neighbours, as read at one moment."""
+
+    note: NoteView
+    hood: tuple[NoteView, ...]
+
+
+@dataclass(frozen=True)
+class Decided:
+    """A decision made on ``seen`` (``decision`` None when ``seen`` is a skip, or a note without
+    neighbours: nothing to decide)."""
+
+    seen: Neighbourhood | dict[str, Any]
+    decision: Decision | None
+
+
+def read_neighbourhood(
+    conn: Connection,
+    user_id: str,
+    note_id: uuid.UUID,
+    model: str,
+    *,
+    k: int = DEFAULT_K,
+    entity_candidates: int = ENTITY_CANDIDATES,
+    lock: bool = False,
+) -> Neighbourhood | dict[str, Any]:
+    """The note and the neighbours a decider is shown (:func:`neighbours`, then
+    :func:`neighbours_sharing_entities`); with ``lock`` the note row is locked first
+    (``FOR NO KEY UPDATE``). A note that is gone or merged gives the job's ``skipped`` result.
+    """
+    row = conn.execute(text(LOCK_NOTE if lock else READ_NOTE), {"user_id": user_id, "id": note_id}).first()
+    if row is None:
+        return {"skipped": "note not found"}
+    if row.merged_into is not None:
+        return {"skipped": f"merged into {row.merged_into}"}
+    hood = neighbours(conn, user_id, note_id, model, k)
+    if hood:
+        hood = neighbours_sharing_entities(conn, user_id, note_id, model, hood, limit=entity_candidates)
+    return Neighbourhood(_view(row), tuple(hood))
+
+
+def decide(decider: Decider, seen: Neighbourhood | dict[str, Any]) -> Decided:
+    """Ask ``decider`` about ``seen`` (no database call: a slow decider may run outside any
+    transaction).
+
+    Raises:
+        ValidationError: the decider's answer is malformed.
+    """
+    if isinstance(seen, dict) or not seen.hood:
+        return Decided(seen, None)
+    return Decided(seen, parse_decision(decider(seen.note, list(seen.hood))))
+
+
+# the shown notes as they are now (after their locks), to compare with what the decider saw
+SHOWN_NOW = """
+SELECT id, content, keywords, tags, context, category FROM cortex.notes
+WHERE user_id = :user_id AND id = ANY (CAST(:ids AS uuid[])) AND merged_into IS NULL
+"""
+
+
+def _unchanged(conn: Connection, user_id: str, seen: Neighbourhood) -> bool:
+    """Whether every note the decider was shown is still current with the same content,
+    keywords, tags, context and category (the fields it decides on; a cosine changes only with
+    the content, or with a re-embedding under another model, which a job does not read)."""
+    views = [seen.note, *seen.hood]
+    now = {
+        r.id: _view(r)
+        for r in conn.execute(text(SHOWN_NOW), {"user_id": user_id, "ids": [v.id for v in views]})
+    }
+    return all(
+        v.id in now
+        and replace(now[v.id], cosine=v.cosine)
+        == replace(v, shared_entity=None, shared_idf=0.0, specificity=0.0)
+        for v in views
+    )
+
+
 def evolve_note(
     conn: Connection,
     embedder: Embedder,
@@ -251,19 +360,30 @@ def evolve_note(
     *,
     k: int = DEFAULT_K,
     entity_candidates: int = ENTITY_CANDIDATES,
+    decided: Decided | None = None,
+    on_stale: str = "decide",
 ) -> dict[str, Any]:
     """Evolve one note in the caller's transaction.
 
-    The note row is locked (``FOR NO KEY UPDATE``) so two jobs of one note never interleave.
-    A note that is gone or already merged is skipped.
+    The decision (``decided``, or the decider's answer on the neighbourhood read now) is applied
+    after every note it may write, the note among them, is locked in the touching reads' order
+    (LTM rows by id, then STM rows by id; see ``cortex.touch_notes``) and found unchanged: so two
+    jobs of one note never interleave, and a job never deadlocks with a touching search. A note
+    that is gone or already merged is skipped.
 
     Args:
         embedder: re-embeds a merge target; ``embedder.name`` selects the stored embeddings.
-        decider: see :mod:`cortex_pg.evolution.decide`.
+        decider: see :mod:`cortex_pg.evolution.decide`; asked in this transaction unless
+            ``decided`` holds its answer (the worker asks a slow decider, an LLM, before).
         k: nearest neighbours shown to the decider (Prem Cortex: 4).
         entity_candidates: further notes of the session shown to the decider because they
             share a specific entity with the note (:func:`neighbours_sharing_entities`; 0 for
             none). Every neighbour carries the entity it shares, if any.
+        decided: a decision made before this transaction (:func:`read_neighbourhood`, then
+            :func:`decide`).
+        on_stale: when a note the decision was made on has changed by the time it is locked:
+            ``"decide"`` reads the neighbourhood again with the note locked and asks ``decider``
+            under that lock, ``"raise"`` raises :class:`StaleDecision`.
 
     Returns:
         A JSON-friendly summary (stored in ``evolution_jobs.result``): ``neighbours``,
@@ -271,21 +391,36 @@ def evolve_note(
 
     Raises:
         ValidationError: the decider's answer is malformed (the attempt fails and is retried).
+        StaleDecision: see ``on_stale``.
     """
-    row = conn.execute(text(LOCK_NOTE), {"user_id": user_id, "id": note_id}).first()
-    if row is None:
-        return {"skipped": "note not found"}
-    if row.merged_into is not None:
-        return {"skipped": f"merged into {row.merged_into}"}
-    note = _view(row)
-    hood = neighbours(conn, user_id, note_id, embedder.name, k)
-    if hood:
-        hood = neighbours_sharing_entities(
-            conn, user_id, note_id, embedder.name, hood, limit=entity_candidates
+    if on_stale not in ("decide", "raise"):
+        raise ValueError(f"on_stale must be 'decide' or 'raise', got {on_stale!r}")
+    if decided is None:
+        decided = decide(
+            decider,
+            read_neighbourhood(
+                conn, user_id, note_id, embedder.name, k=k, entity_candidates=entity_candidates
+            ),
         )
-    if not hood:
+    seen, decision = decided.seen, decided.decision
+    if isinstance(seen, dict):  # gone or merged: for good
+        return seen
+    if decision is not None and decision.should_evolve:
+        _lock_notes(conn, user_id, list(notes_written(seen.note, seen.hood, decision)))
+        if not _unchanged(conn, user_id, seen):
+            if on_stale == "raise":
+                raise StaleDecision(f"note {note_id}: a note the decision was made on changed meanwhile")
+            # (rare) decided again with the note locked; the notes it writes are locked after it
+            seen = read_neighbourhood(
+                conn, user_id, note_id, embedder.name, k=k, entity_candidates=entity_candidates, lock=True
+            )
+            if isinstance(seen, dict):
+                return seen
+            decision = decide(decider, seen).decision
+            if decision is not None:
+                _lock_notes(conn, user_id, list(notes_written(seen.note, seen.hood, decision)))
+    if decision is None:  # no neighbours: nothing to decide
         return {"neighbours": 0, "links": 0, "neighbours_updated": 0, "merged_into": None}
-    decision = parse_decision(decider(note, hood))
-    out = apply_decision(conn, embedder, note, user_id, hood, decision)
-    out["neighbours"] = len(hood)
+    out = apply_decision(conn, embedder, seen.note, user_id, seen.hood, decision)
+    out["neighbours"] = len(seen.hood)
     return out

@@ -7,7 +7,13 @@ count triggers.
 Each thread loops: take one job (short transaction, committed lease), run it in a second
 transaction that writes its effects and marks it done (:func:`queue.finish`, guarded by the
 lease), or on error roll that back and record the failure with exponential backoff
-(``min(backoff_cap, backoff_base * 2 ** (attempts - 1))`` seconds). When no job is ready a
+(``min(backoff_cap, backoff_base * 2 ** (attempts - 1))`` seconds). An ``evolve`` job asks a
+slow decider (an LLM call; any decider without a true ``instant`` attribute) before that
+transaction, on the note's neighbourhood read in a short one of its own, so it holds no row lock
+that searches touching those notes would wait for; the job applies the decision if the notes it
+was shown are unchanged once locked, else reads and decides again (:data:`STALE_DECISIONS` times,
+then decides under the note's lock, so a job always ends). An instant decider (the offline
+heuristic) is asked inside the job's transaction, which saves a transaction per job. When no job is ready a
 thread sleeps until ``NOTIFY cortex_evolution`` (one ``LISTEN`` connection per worker) or
 ``poll_interval`` seconds, whichever comes first; with LISTEN unavailable it just polls.
 
@@ -32,13 +38,24 @@ from cortex_pg.collections.refresh import Describer, refresh_collection
 from cortex_pg.db.retry import call_retrying
 from cortex_pg.errors import translate_db_errors
 from cortex_pg.evolution.decide import Decider, heuristic_decider
-from cortex_pg.evolution.evolve import DEFAULT_K, evolve_note
+from cortex_pg.evolution.evolve import (
+    DEFAULT_K,
+    Decided,
+    StaleDecision,
+    decide,
+    evolve_note,
+    read_neighbourhood,
+)
 from cortex_pg.store import jobs as queue
 
 if TYPE_CHECKING:
     from cortex_pg.store.memory_store import MemoryStore
 
 log = logging.getLogger(__name__)
+
+#: decisions made outside the job's transaction that an ``evolve`` job discards because the
+#: neighbourhood changed before it locked the note; after that many it decides under the lock
+STALE_DECISIONS = 3
 
 
 class LeaseLost(Exception):
@@ -148,7 +165,7 @@ class Worker:
         try:
             if self.preprocess is not None:
                 self.preprocess(job)
-            call_retrying(self._commit, job)
+            self._attempt(job)
         except LeaseLost as exc:
             log.warning("%s", exc)
             self._count("lost")
@@ -162,28 +179,55 @@ class Worker:
             return
         self._count("done")
 
-    def _commit(self, job: queue.Job) -> None:
-        """Handle ``job`` and record its result, in one transaction (run again by ``_run`` when
-        it lost a deadlock to a concurrent writer of the session: it left nothing behind).
+    def _attempt(self, job: queue.Job) -> None:
+        """Run ``job`` to its end; an ``evolve`` job's decision is made outside its transaction
+        (see the module doc)."""
+        if job.kind != queue.DEFAULT_KIND or job.note_id is None or getattr(self.decider, "instant", False):
+            call_retrying(self._commit, job, None, True)  # one transaction: read, decide, write
+            return
+        for attempt in range(STALE_DECISIONS + 1):
+            with translate_db_errors(), self.store.engine.begin() as conn:
+                seen = read_neighbourhood(conn, job.user_id, job.note_id, self.store.embedder.name, k=self.k)
+            decided = decide(self.decider, seen)  # no transaction open: no lock held
+            try:
+                call_retrying(self._commit, job, decided, attempt == STALE_DECISIONS)
+                return
+            except StaleDecision as exc:
+                log.info("evolution job %s: %s; deciding again", job.id, exc)
+
+    def _commit(self, job: queue.Job, decided: Decided | None, last: bool) -> None:
+        """Handle ``job`` and record its result, in one transaction (run again by ``_attempt``
+        when it lost a deadlock to a concurrent writer of the session: it left nothing behind).
 
         Raises:
             LeaseLost: another worker took the job over after the lock timeout.
+            StaleDecision: ``decided`` was made on a neighbourhood that has changed since
+                (unless ``last``: then the decider is asked again under the note's lock).
         """
         with translate_db_errors(), self.store.engine.begin() as conn:
-            result = self._handle(conn, job)
+            result = self._handle(conn, job, decided, last)
             if self.before_commit is not None:
                 self.before_commit(job)
             if not queue.finish(conn, job, result):
                 raise LeaseLost(f"job {job.id} was taken over after the lock timeout")
 
-    def _handle(self, conn: Any, job: queue.Job) -> dict[str, Any]:
+    def _handle(self, conn: Any, job: queue.Job, decided: Decided | None, last: bool) -> dict[str, Any]:
         if job.kind == queue.COLLECTION_KIND and job.collection_path is not None:
             return refresh_collection(
                 conn, job.user_id, job.collection_path, self.store.embedder.name, self.describer
             )
         if job.kind != queue.DEFAULT_KIND or job.note_id is None:
             raise ValueError(f"unknown job kind {job.kind!r}")
-        return evolve_note(conn, self.store.embedder, self.decider, job.user_id, job.note_id, k=self.k)
+        return evolve_note(
+            conn,
+            self.store.embedder,
+            self.decider,
+            job.user_id,
+            job.note_id,
+            k=self.k,
+            decided=decided,
+            on_stale="decide" if last else "raise",
+        )
 
     def _count(self, what: str) -> None:
         with self._lock:
