@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 import uuid
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import text
@@ -190,10 +191,11 @@ def test_delete_where_beside_a_touching_search_does_not_deadlock(store, caplog):
     assert store.count(user_id="u", session_id="s") == 0
 
 
-def test_calute_delete_beside_a_touching_read_is_retried_not_raised(store):
-    """calute's filtered delete takes its row locks in scan order (high id first here), so it can
-    deadlock with a touching read (id order); it is a transaction of its own and is retried, so
-    the caller gets the count, not the deadlock."""
+def test_calute_delete_beside_a_touching_read_does_not_deadlock(store, caplog):
+    """calute's filtered delete took its row locks in scan order (high id first here): holding
+    the high item, it waited on the low one while the touching read, holding the low item,
+    waited on the high one. It now locks the items it deletes in id order first."""
+    caplog.set_level(logging.INFO, logger="cortex_pg.db.retry")
     low, middle, high = IDS
     scope = {"user_id": "u", "session_id": "s", "memory_type": "long_term", "to_stm": False}
     store.add("delete me alpha", id=high, metadata={"gone": True}, **scope)
@@ -206,4 +208,34 @@ def test_calute_delete_beside_a_touching_read_is_retried_not_raised(store):
     )
 
     assert out["second"] == 2 and out["first"] in (1, 3)  # the read saw the items before or after
+    assert _deadlocks(caplog) == []
+    assert [n.id for n in store.list_notes(user_id="u", session_id="s")] == [middle]
+
+
+@pytest.mark.parametrize("how", ["expire", "trim"])
+def test_calute_cleanup_beside_a_touching_read_does_not_deadlock(store, caplog, how):
+    """calute's cleanup deletes the expired items, then the lowest-scored over capacity, in id
+    order. Expiry deleted in scan order (the high item, stored first, first) and deadlocked here;
+    the capacity trim, in its plan's order, did not happen to here, and is held to the same rule."""
+    caplog.set_level(logging.INFO, logger="cortex_pg.db.retry")
+    low, middle, high = IDS
+    now = datetime.now(UTC)
+    # expired: both old; over capacity: the high item the newer, so it goes first by score
+    times = (
+        {high: "2000-01-01T00:00:00Z", low: "2000-01-01T00:00:00Z"}
+        if how == "expire"
+        else {high: now - timedelta(hours=1), low: now - timedelta(hours=2)}
+    )
+    ltm = LongTermMemory(store=store, user_id="u", session_id="s", max_items=10, retention_days=30)
+    scope = {"user_id": "u", "session_id": "s", "memory_type": "long_term", "to_stm": False}
+    store.add("old item alpha", id=high, time=times[high], importance=0.0, **scope)
+    store.add("kept item bravo", id=middle, importance=1.0, **scope)
+    store.add("old item charlie", id=low, time=times[low], importance=0.0, **scope)
+    if how == "trim":
+        ltm.max_items = 1  # keeps the most important: middle
+
+    out = _race(store, middle, lambda: len(ltm.retrieve(limit=10)), lambda: ltm.cleanup().removed)
+
+    assert out["second"] == 2 and out["first"] in (1, 3)
+    assert _deadlocks(caplog) == []
     assert [n.id for n in store.list_notes(user_id="u", session_id="s")] == [middle]

@@ -67,10 +67,10 @@ RETURNING id, user_id, session_id
 # last_accessed_at is the time their transaction began, so a touch committed meanwhile made them
 # look least recently used, and the write evicted the notes it had just added.
 TRIM_STM = """
-DELETE FROM cortex.stm_notes s
-USING (
-    SELECT ranked.user_id, ranked.id
-    FROM (
+WITH evicted AS MATERIALIZED (
+    SELECT s.user_id, s.id
+    FROM cortex.stm_notes s
+    JOIN (
         SELECT t.user_id, t.id,
                row_number() OVER (PARTITION BY t.user_id, t.session_id
                                   ORDER BY t.id = ANY (CAST(:written AS uuid[])) DESC,
@@ -79,10 +79,12 @@ USING (
         JOIN (SELECT DISTINCT * FROM unnest(CAST(:users AS text[]), CAST(:sessions AS text[])))
              AS k(user_id, session_id)
           ON t.user_id = k.user_id AND t.session_id = k.session_id
-    ) ranked
+    ) ranked ON s.user_id = ranked.user_id AND s.id = ranked.id
     WHERE ranked.rn > :capacity
-) evicted
-WHERE s.user_id = evicted.user_id AND s.id = evicted.id
+    ORDER BY s.id FOR UPDATE OF s  -- the touching reads' order (cortex.touch_notes): no deadlock
+)
+DELETE FROM cortex.stm_notes s USING evicted e
+WHERE s.user_id = e.user_id AND s.id = e.id
 """
 
 # update(): lock the LTM row and re-read merged_into (a merge locks it FOR NO KEY UPDATE too)

@@ -125,8 +125,8 @@ class Shelf:
             self.store.update(note.id, user_id=self.user_id, **fields)
         return self.get(note.id)
 
-    # (a multi-row delete takes its row locks in its plan's order and can deadlock with a touching
-    # read: each is a transaction of its own, retried)
+    # (a delete locks its rows in id order, as the touching reads do; each is a transaction of its
+    # own, retried on any other transient error)
     @retry_transient
     def delete(self, memory_id: object = None, filters: Mapping[str, Any] | None = None) -> int:
         """Delete one item by id, or every item matching ``filters``, or (neither, or filters

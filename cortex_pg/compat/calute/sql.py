@@ -37,9 +37,17 @@ SELECT set_config('synchronous_commit', 'off', true) AS lazy_commit,
        cortex.touch_notes(:user_id, CAST(:ids AS uuid[]), :tier) AS touched
 """
 
+# The deletes below lock their rows in id order first (FOR UPDATE in a materialised CTE), the
+# order of the touching reads (cortex.touch_notes), so that a delete beside a touching read of the
+# same items waits for it, or it for the delete, and never deadlocks (in its plan's order, a
+# multi-row delete could).
 DELETE = """
-WITH gone AS (DELETE FROM {table} n WHERE {scope} AND ({where}) AND (CAST(:id AS uuid) IS NULL OR n.id = :id)
-              RETURNING n.id)
+WITH doomed AS MATERIALIZED (
+    SELECT n.id FROM {table} n WHERE {scope} AND ({where}) AND (CAST(:id AS uuid) IS NULL OR n.id = :id)
+    ORDER BY n.id FOR UPDATE
+), gone AS (
+    DELETE FROM {table} n USING doomed d WHERE n.user_id = :user_id AND n.id = d.id RETURNING n.id
+)
 SELECT count(*) FROM gone
 """
 
@@ -77,10 +85,12 @@ LOCK_SCOPE = "SELECT pg_advisory_xact_lock(hashtextextended(:user_id || chr(31) 
 
 # retention: the memory's own time is older than retention_days
 EXPIRE = """
-WITH gone AS (
-    DELETE FROM cortex.notes n
+WITH doomed AS MATERIALIZED (
+    SELECT n.id FROM cortex.notes n
     WHERE {scope} AND n.merged_into IS NULL AND n.created_at < now() - CAST(:retention_days AS float8) * interval '1 day'
-    RETURNING n.id
+    ORDER BY n.id FOR UPDATE
+), gone AS (
+    DELETE FROM cortex.notes n USING doomed d WHERE n.user_id = :user_id AND n.id = d.id RETURNING n.id
 )
 SELECT id FROM gone
 """
@@ -95,10 +105,12 @@ WITH ranked AS (
                  + 0.4 * (1 - extract(epoch FROM (now() - n.created_at)) / 86400.0 / :retention_days) DESC,
                  n.created_at DESC, n.id DESC) AS rn
     FROM cortex.notes n WHERE {scope} AND n.merged_into IS NULL
+), doomed AS MATERIALIZED (
+    SELECT n.id FROM cortex.notes n JOIN ranked r ON n.user_id = :user_id AND n.id = r.id
+    WHERE r.rn > :keep
+    ORDER BY n.id FOR UPDATE OF n
 ), gone AS (
-    DELETE FROM cortex.notes n USING ranked r
-    WHERE n.user_id = :user_id AND n.id = r.id AND r.rn > :keep
-    RETURNING n.id
+    DELETE FROM cortex.notes n USING doomed d WHERE n.user_id = :user_id AND n.id = d.id RETURNING n.id
 )
 SELECT id FROM gone
 """
