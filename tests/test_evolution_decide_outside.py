@@ -3,7 +3,9 @@ answers), and applies the decision only if the neighbourhood it was made on is u
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 
 from sqlalchemy import text
 
@@ -93,23 +95,88 @@ def test_a_decision_on_a_changed_neighbourhood_is_made_again(store):
     assert worker.stats.done == 1
 
 
-def test_a_neighbourhood_that_keeps_changing_is_decided_under_the_lock(store):
-    """After STALE_DECISIONS dropped answers the job decides with the note locked, so it ends."""
-    a, b, new = _notes(store)
+def test_a_neighbourhood_that_keeps_changing_is_decided_under_the_lock(store, caplog):
+    """After STALE_DECISIONS dropped answers the job decides with the note and every note shown
+    locked, in the touching reads' order, so it ends: a touching search of the notes waits for
+    that answer and does not deadlock, even when the answer links to a lower id than the note's."""
+    caplog.set_level(logging.INFO, logger="cortex_pg.db.retry")
+    low, middle, note = (f"00000000-0000-4000-8000-00000000000{i}" for i in (1, 2, 3))
+    scope = {"user_id": "u", "session_id": "s", "to_stm": False}
+    store.add("harbour boats wind rain", id=low, tags=["sea"], **scope)
+    store.add("pelican quartz marmalade", id=middle, tags=["bird"], **scope)
+    store.add("harbour boats wind sail", id=note, enqueue_evolution=True, **scope)
     calls: list[int] = []
+    found: dict = {}
 
-    def decider(note, hood):  # noqa: ANN001, ANN202
+    def decider(view, hood):  # noqa: ANN001, ANN202
         calls.append(len(calls) + 1)
-        if len(calls) <= STALE_DECISIONS + 1:  # every answer made outside the lock goes stale
+        if len(calls) <= STALE_DECISIONS:  # every answer made outside the lock goes stale
             with store.engine.begin() as conn:
                 conn.execute(
                     text("UPDATE cortex.notes SET tags = :t WHERE user_id = 'u' AND id = CAST(:id AS uuid)"),
-                    {"t": [f"v{len(calls)}"], "id": b},
+                    {"t": [f"v{len(calls)}"], "id": middle},
                 )
-        return _answer(hood, f"answer {len(calls)}")
+        else:  # under the lock: a touching search of the low note and the note waits for it
+            reader = threading.Thread(
+                target=lambda: found.update(
+                    ids=sorted(str(r.id) for r in store.search("harbour boats wind", user_id="u", limit=2))
+                )
+            )
+            reader.start()
+            found["reader"] = reader
+            with store.engine.connect() as conn:
+                for _ in range(1500):
+                    if conn.execute(text(WAITING)).scalar_one():
+                        found["waited"] = True
+                        break
+                    conn.rollback()  # pg_stat_activity is read once per transaction
+                    time.sleep(0.02)
+        return {
+            **_answer(hood, f"answer {len(calls)}"),
+            "actions": ["strengthen", "update_neighbor"],
+            "suggested_connections": [{"id": low, "type": "related", "strength": 0.8, "reason": "harbour"}],
+        }
 
     worker = Worker(store, decider=decider, listen=False)
     assert worker.process_available() == 1
-    assert len(calls) == STALE_DECISIONS + 2  # the last one under the lock
-    assert store.get(a, user_id="u").context == f"answer {STALE_DECISIONS + 2}"
+    found["reader"].join(30)
+    assert len(calls) == STALE_DECISIONS + 1  # the last one under the lock
+    assert found.get("waited") and found["ids"] == [low, note]
+    assert [r.getMessage() for r in caplog.records if "40P01" in r.getMessage()] == []
+    assert store.get(low, user_id="u").context == f"answer {STALE_DECISIONS + 1}"
     assert worker.stats.done == 1
+
+
+def test_a_note_deleted_during_the_decision_ends_its_job(store):
+    """Deleting the note deletes its job; the worker ends it quietly, not as a lost lease."""
+    a, b, new = _notes(store)
+
+    def decider(note, hood):  # noqa: ANN001, ANN202
+        store.delete(new, user_id="u")
+        return _answer(hood, "never written")
+
+    worker = Worker(store, decider=decider, listen=False)
+    assert worker.process_available() == 1
+    assert (worker.stats.done, worker.stats.lost, worker.stats.failed) == (1, 0, 0)
+    assert {store.get(i, user_id="u").context for i in (a, b)} == {None}
+
+
+def test_a_job_taken_over_is_not_decided_again(store):
+    """A worker whose lease expired during a slow decision stops at its next read: it does not
+    ask the decider again for a job another worker has taken."""
+    a, b, new = _notes(store)
+    calls: list[str] = []
+
+    def decider(note, hood):  # noqa: ANN001, ANN202
+        calls.append("first")
+        if len(calls) == 1:
+            store.update(a, user_id="u", tags=["sea", "storm"])  # so this answer goes stale
+            with store.engine.begin() as conn:  # another worker takes the job over meanwhile
+                conn.execute(
+                    text("UPDATE cortex.evolution_jobs SET locked_by = 'other', attempts = attempts + 1")
+                )
+        return _answer(hood, "late")
+
+    worker = Worker(store, decider=decider, listen=False)
+    assert worker.process_available() == 1
+    assert calls == ["first"] and worker.stats.lost == 1

@@ -334,8 +334,8 @@ def build_prompt(note: NoteView, neighbours: Sequence[NoteView]) -> str:
 def llm_decider(complete: Callable[[str], str | Mapping[str, Any]]) -> Decider:
     """A :data:`Decider` asking an LLM: ``complete(prompt)`` returns the JSON text (or mapping).
 
-    The answer is validated by :func:`parse_decision` when the job applies it; an invalid
-    answer fails the attempt (retried with backoff).
+    The answer is validated by :func:`parse_decision` as soon as it arrives; an invalid answer
+    fails the attempt (retried with backoff).
     """
 
     def decide(note: NoteView, neighbours: Sequence[NoteView]) -> Mapping[str, Any] | str:

@@ -351,6 +351,16 @@ def _unchanged(conn: Connection, user_id: str, seen: Neighbourhood) -> bool:
     )
 
 
+#: tries of the locked decision (:func:`evolve_note` with ``on_stale="decide"``): each reads the
+#: neighbourhood, locks its notes and reads it again; a note that came into it between the two
+#: reads (milliseconds apart) starts the next
+LOCKED_TRIES = 5
+
+
+def _zero(seen: Neighbourhood) -> dict[str, Any]:
+    return {"neighbours": len(seen.hood), "links": 0, "neighbours_updated": 0, "merged_into": None}
+
+
 def evolve_note(
     conn: Connection,
     embedder: Embedder,
@@ -362,14 +372,17 @@ def evolve_note(
     entity_candidates: int = ENTITY_CANDIDATES,
     decided: Decided | None = None,
     on_stale: str = "decide",
+    locked: bool = False,
 ) -> dict[str, Any]:
-    """Evolve one note in the caller's transaction.
+    """Evolve one note in the caller's transaction (which must hold no row lock of the user's
+    notes yet: the locks below are taken in the touching reads' order).
 
-    The decision (``decided``, or the decider's answer on the neighbourhood read now) is applied
-    after every note it may write, the note among them, is locked in the touching reads' order
-    (LTM rows by id, then STM rows by id; see ``cortex.touch_notes``) and found unchanged: so two
-    jobs of one note never interleave, and a job never deadlocks with a touching search. A note
-    that is gone or already merged is skipped.
+    The decision (``decided``, or the decider's answer on the neighbourhood read now, without a
+    lock) is applied after every note it may write, the note among them, is locked in the
+    touching reads' order (LTM rows by id, then STM rows by id; see ``cortex.touch_notes``) and
+    every note it was shown is found unchanged; so two jobs of one note never interleave and a
+    job never deadlocks with a touching read. The lock and check run in a savepoint: a stale
+    decision releases its locks. A note that is gone or already merged is skipped.
 
     Args:
         embedder: re-embeds a merge target; ``embedder.name`` selects the stored embeddings.
@@ -382,8 +395,10 @@ def evolve_note(
         decided: a decision made before this transaction (:func:`read_neighbourhood`, then
             :func:`decide`).
         on_stale: when a note the decision was made on has changed by the time it is locked:
-            ``"decide"`` reads the neighbourhood again with the note locked and asks ``decider``
-            under that lock, ``"raise"`` raises :class:`StaleDecision`.
+            ``"raise"`` raises :class:`StaleDecision`; ``"decide"`` asks ``decider`` again with
+            the note and every note shown locked (in order; touching reads of them wait for
+            the answer), in up to :data:`LOCKED_TRIES` tries.
+        locked: go straight to that locked decision (``decided`` unused).
 
     Returns:
         A JSON-friendly summary (stored in ``evolution_jobs.result``): ``neighbours``,
@@ -391,36 +406,59 @@ def evolve_note(
 
     Raises:
         ValidationError: the decider's answer is malformed (the attempt fails and is retried).
-        StaleDecision: see ``on_stale``.
+        StaleDecision: see ``on_stale``; also when other notes came into the neighbourhood in
+            every locked try.
     """
     if on_stale not in ("decide", "raise"):
         raise ValueError(f"on_stale must be 'decide' or 'raise', got {on_stale!r}")
-    if decided is None:
-        decided = decide(
-            decider,
-            read_neighbourhood(
-                conn, user_id, note_id, embedder.name, k=k, entity_candidates=entity_candidates
-            ),
+
+    def read() -> Neighbourhood | dict[str, Any]:
+        return read_neighbourhood(
+            conn, user_id, note_id, embedder.name, k=k, entity_candidates=entity_candidates
         )
-    seen, decision = decided.seen, decided.decision
-    if isinstance(seen, dict):  # gone or merged: for good
-        return seen
-    if decision is not None and decision.should_evolve:
-        _lock_notes(conn, user_id, list(notes_written(seen.note, seen.hood, decision)))
-        if not _unchanged(conn, user_id, seen):
-            if on_stale == "raise":
-                raise StaleDecision(f"note {note_id}: a note the decision was made on changed meanwhile")
-            # (rare) decided again with the note locked; the notes it writes are locked after it
-            seen = read_neighbourhood(
-                conn, user_id, note_id, embedder.name, k=k, entity_candidates=entity_candidates, lock=True
-            )
+
+    def locked_and_unchanged(seen: Neighbourhood, ids: Sequence[uuid.UUID]) -> bool:
+        _lock_notes(conn, user_id, ids)
+        return _unchanged(conn, user_id, seen)
+
+    if not locked:
+        if decided is None:
+            decided = decide(decider, read())
+        seen, decision = decided.seen, decided.decision
+        if isinstance(seen, dict):  # gone or merged: for good
+            return seen
+        if decision is None:  # no neighbours: nothing to decide
+            return _zero(seen)
+        if not decision.should_evolve:  # nothing to write
+            return {**apply_decision(conn, embedder, seen.note, user_id, seen.hood, decision), **_zero(seen)}
+        with conn.begin_nested() as savepoint:
+            if locked_and_unchanged(seen, list(notes_written(seen.note, seen.hood, decision))):
+                return {
+                    **_zero(seen),
+                    **apply_decision(conn, embedder, seen.note, user_id, seen.hood, decision),
+                }
+            savepoint.rollback()  # releases the locks it took
+        if on_stale == "raise":
+            raise StaleDecision(f"note {note_id}: a note the decision was made on changed meanwhile")
+    # decide with the note and every note shown locked (a decision writes no other note): lock
+    # the notes of a read, read again, and decide when no other note has come in meanwhile
+    for _ in range(LOCKED_TRIES):
+        with conn.begin_nested() as savepoint:
+            first = read()
+            if isinstance(first, dict):
+                return first
+            ids = [first.note.id, *(n.id for n in first.hood)]
+            _lock_notes(conn, user_id, ids)
+            seen = read()  # the notes locked cannot change now
             if isinstance(seen, dict):
                 return seen
-            decision = decide(decider, seen).decision
-            if decision is not None:
-                _lock_notes(conn, user_id, list(notes_written(seen.note, seen.hood, decision)))
-    if decision is None:  # no neighbours: nothing to decide
-        return {"neighbours": 0, "links": 0, "neighbours_updated": 0, "merged_into": None}
-    out = apply_decision(conn, embedder, seen.note, user_id, seen.hood, decision)
-    out["neighbours"] = len(seen.hood)
-    return out
+            if {seen.note.id, *(n.id for n in seen.hood)} <= set(ids):
+                decision = decide(decider, seen).decision
+                if decision is None:
+                    return _zero(seen)
+                return {
+                    **_zero(seen),
+                    **apply_decision(conn, embedder, seen.note, user_id, seen.hood, decision),
+                }
+            savepoint.rollback()
+    raise StaleDecision(f"note {note_id}: other notes came into its neighbourhood at every read")

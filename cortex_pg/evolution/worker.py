@@ -11,10 +11,11 @@ lease), or on error roll that back and record the failure with exponential backo
 slow decider (an LLM call; any decider without a true ``instant`` attribute) before that
 transaction, on the note's neighbourhood read in a short one of its own, so it holds no row lock
 that searches touching those notes would wait for; the job applies the decision if the notes it
-was shown are unchanged once locked, else reads and decides again (:data:`STALE_DECISIONS` times,
-then decides under the note's lock, so a job always ends). An instant decider (the offline
-heuristic) is asked inside the job's transaction, which saves a transaction per job. When no job is ready a
-thread sleeps until ``NOTIFY cortex_evolution`` (one ``LISTEN`` connection per worker) or
+was shown are unchanged once locked, else reads and decides again; after :data:`STALE_DECISIONS`
+dropped answers the next is asked with the note and the notes shown locked, so a job always ends.
+Before each answer the lease is checked: a job taken over is not asked about again, a job deleted
+with its note ends. An instant decider (the offline heuristic) is asked inside the job's
+transaction, which saves a transaction per job. When no job is ready a thread sleeps until ``NOTIFY cortex_evolution`` (one ``LISTEN`` connection per worker) or
 ``poll_interval`` seconds, whichever comes first; with LISTEN unavailable it just polls.
 
 Nothing lives only in memory: a killed worker leaves its job ``running`` with an old
@@ -53,8 +54,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: decisions made outside the job's transaction that an ``evolve`` job discards because the
-#: neighbourhood changed before it locked the note; after that many it decides under the lock
+#: answers of a slow decider, asked outside the job's transaction, that an ``evolve`` job may
+#: drop because a note it was shown changed before the job locked it; the next answer is asked
+#: with the note and the notes shown locked, so a job always ends
 STALE_DECISIONS = 3
 
 
@@ -180,38 +182,55 @@ class Worker:
         self._count("done")
 
     def _attempt(self, job: queue.Job) -> None:
-        """Run ``job`` to its end; an ``evolve`` job's decision is made outside its transaction
-        (see the module doc)."""
-        if job.kind != queue.DEFAULT_KIND or job.note_id is None or getattr(self.decider, "instant", False):
-            call_retrying(self._commit, job, None, True)  # one transaction: read, decide, write
-            return
-        for attempt in range(STALE_DECISIONS + 1):
-            with translate_db_errors(), self.store.engine.begin() as conn:
-                seen = read_neighbourhood(conn, job.user_id, job.note_id, self.store.embedder.name, k=self.k)
-            decided = decide(self.decider, seen)  # no transaction open: no lock held
-            try:
-                call_retrying(self._commit, job, decided, attempt == STALE_DECISIONS)
-                return
-            except StaleDecision as exc:
-                log.info("evolution job %s: %s; deciding again", job.id, exc)
-
-    def _commit(self, job: queue.Job, decided: Decided | None, last: bool) -> None:
-        """Handle ``job`` and record its result, in one transaction (run again by ``_attempt``
-        when it lost a deadlock to a concurrent writer of the session: it left nothing behind).
+        """Run ``job`` to its end; a slow decider is asked outside its transaction (see the
+        module doc).
 
         Raises:
             LeaseLost: another worker took the job over after the lock timeout.
-            StaleDecision: ``decided`` was made on a neighbourhood that has changed since
-                (unless ``last``: then the decider is asked again under the note's lock).
+        """
+        if job.kind != queue.DEFAULT_KIND or job.note_id is None or getattr(self.decider, "instant", False):
+            call_retrying(self._commit, job, None, False)  # one transaction: read, decide, write
+            return
+        for _ in range(STALE_DECISIONS):
+            with translate_db_errors(), self.store.engine.begin() as conn:
+                if self._lease(conn, job) == "gone":
+                    return
+                seen = read_neighbourhood(conn, job.user_id, job.note_id, self.store.embedder.name, k=self.k)
+            decided = decide(self.decider, seen)  # no transaction open: no lock held
+            try:
+                call_retrying(self._commit, job, decided, False)
+                return
+            except StaleDecision as exc:
+                log.info("evolution job %s: %s; deciding again", job.id, exc)
+        call_retrying(self._commit, job, None, True)
+
+    @staticmethod
+    def _lease(conn: Any, job: queue.Job) -> str:
+        """:func:`queue.lease`, raising :class:`LeaseLost` when another worker holds the job."""
+        state = queue.lease(conn, job)
+        if state == "lost":
+            raise LeaseLost(f"job {job.id} was taken over after the lock timeout")
+        return state
+
+    def _commit(self, job: queue.Job, decided: Decided | None, locked: bool) -> None:
+        """Handle ``job`` and record its result, in one transaction (run again by ``_attempt``
+        when it lost a deadlock to a concurrent writer of the session: it left nothing behind).
+        A job whose row is gone (deleted with its note) ends with nothing written.
+
+        Raises:
+            LeaseLost: another worker took the job over after the lock timeout.
+            StaleDecision: ``decided`` was made on notes that have changed since.
         """
         with translate_db_errors(), self.store.engine.begin() as conn:
-            result = self._handle(conn, job, decided, last)
+            result = self._handle(conn, job, decided, locked)
             if self.before_commit is not None:
                 self.before_commit(job)
             if not queue.finish(conn, job, result):
-                raise LeaseLost(f"job {job.id} was taken over after the lock timeout")
+                if queue.lease(conn, job) != "gone":
+                    raise LeaseLost(f"job {job.id} was taken over after the lock timeout")
+                log.info("evolution job %s: gone with its note %s", job.id, job.note_id)
 
-    def _handle(self, conn: Any, job: queue.Job, decided: Decided | None, last: bool) -> dict[str, Any]:
+    def _handle(self, conn: Any, job: queue.Job, decided: Decided | None, locked: bool) -> dict[str, Any]:
         if job.kind == queue.COLLECTION_KIND and job.collection_path is not None:
             return refresh_collection(
                 conn, job.user_id, job.collection_path, self.store.embedder.name, self.describer
@@ -226,7 +245,8 @@ class Worker:
             job.note_id,
             k=self.k,
             decided=decided,
-            on_stale="decide" if last else "raise",
+            on_stale="decide" if decided is None else "raise",
+            locked=locked,
         )
 
     def _count(self, what: str) -> None:

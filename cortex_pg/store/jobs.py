@@ -80,6 +80,12 @@ SET status = 'done', locked_by = NULL, error = NULL, result = CAST(:result AS js
 WHERE user_id = :user_id AND id = :id AND status = 'running' AND locked_by = :worker AND attempts = :attempts
 """
 
+# whether this attempt still holds the job: 1 held, 0 taken over, no row gone (deleted with its note)
+LEASE = """
+SELECT (status = 'running' AND locked_by = :worker AND attempts = :attempts)::int
+FROM cortex.evolution_jobs WHERE user_id = :user_id AND id = :id
+"""
+
 # Back to the queue with run_after = now() + backoff, or failed for good after max_attempts.
 FAIL = """
 UPDATE cortex.evolution_jobs
@@ -251,6 +257,17 @@ def finish(conn: Connection, job: Job, result: dict[str, Any]) -> bool:
         },
     ).rowcount
     return n == 1
+
+
+def lease(conn: Connection, job: Job) -> str:
+    """Whether this attempt still holds ``job``: ``"held"``, ``"lost"`` (taken over after the
+    lock timeout, or finished by another worker) or ``"gone"`` (the row is deleted: a job goes
+    with its note)."""
+    held = conn.execute(
+        text(LEASE),
+        {"user_id": job.user_id, "id": job.id, "worker": job.worker, "attempts": job.attempts},
+    ).scalar_one_or_none()
+    return "gone" if held is None else "held" if held else "lost"
 
 
 def backoff_seconds(attempts: int, base: float = 2.0, cap: float = 600.0) -> float:
