@@ -35,6 +35,13 @@ def _deadlocks(caplog) -> list[str]:  # noqa: ANN001
     ]
 
 
+def _session_notes(store, **contents: str) -> None:  # noqa: ANN001
+    """Store notes of user u, session s, named after IDS in order (the first keyword gets
+    IDS[0], ...), LTM only, no evolution job."""
+    for nid, content in zip(IDS, contents.values(), strict=False):
+        store.add(content, id=nid, user_id="u", session_id="s", enqueue_evolution=False, to_stm=False)
+
+
 def _race(store, held: str, first, second) -> dict:  # noqa: ANN001
     """Run ``first``, then ``second``, in threads while a third transaction holds ``held`` (FOR
     SHARE): each is started once the one before waits for a lock, and ``held`` is released once
@@ -94,12 +101,9 @@ def test_evolution_updating_neighbours_beside_a_touching_search_does_not_deadloc
     locks every note it links to or updates in id order before its first write."""
     caplog.set_level(logging.INFO, logger="cortex_pg.db.retry")
     far, near, note = IDS
-    for nid, content in (
-        (far, "harbour boats wind rain"),
-        (near, "harbour boats wind sail"),
-        (note, "sail tide moon"),
-    ):
-        store.add(content, id=nid, user_id="u", session_id="s", enqueue_evolution=False, to_stm=False)
+    _session_notes(
+        store, far="harbour boats wind rain", near="harbour boats wind sail", note="sail tide moon"
+    )
 
     def decider(view, hood):  # noqa: ANN001, ANN202 - what an LLM decider answers
         return {
@@ -135,12 +139,12 @@ def test_evolution_job_locks_its_note_in_id_order_beside_a_touching_search(store
     decision was made before its transaction (a slow decider) or in it."""
     caplog.set_level(logging.INFO, logger="cortex_pg.db.retry")
     near, other, note = IDS
-    for nid, content in (
-        (near, "harbour boats wind rain"),
-        (other, "pelican quartz marmalade"),
-        (note, "harbour boats wind sail"),
-    ):
-        store.add(content, id=nid, user_id="u", session_id="s", enqueue_evolution=False, to_stm=False)
+    _session_notes(
+        store,
+        near="harbour boats wind rain",
+        other="pelican quartz marmalade",
+        note="harbour boats wind sail",
+    )
 
     def decider(view, hood):  # noqa: ANN001, ANN202
         return {
