@@ -21,7 +21,7 @@ from cortex_pg.compat.calute import LongTermMemory
 from cortex_pg.evolution.evolve import decide, evolve_note, read_neighbourhood
 
 IDS = [f"00000000-0000-4000-8000-00000000000{i}" for i in range(1, 4)]  # in uuid order
-HOLD = "SELECT 1 FROM cortex.notes WHERE id = CAST(:id AS uuid) FOR SHARE"
+HOLD = "SELECT 1 FROM {table} WHERE id = CAST(:id AS uuid) FOR SHARE"
 # sessions of this database waiting for a lock (a row lock shows as a transactionid or tuple wait)
 WAITING = """
 SELECT count(*) FROM pg_stat_activity
@@ -42,7 +42,7 @@ def _session_notes(store, **contents: str) -> None:  # noqa: ANN001
         store.add(content, id=nid, user_id="u", session_id="s", enqueue_evolution=False, to_stm=False)
 
 
-def _race(store, held: str, first, second) -> dict:  # noqa: ANN001
+def _race(store, held: str, first, second, table: str = "cortex.notes") -> dict:  # noqa: ANN001
     """Run ``first``, then ``second``, in threads while a third transaction holds ``held`` (FOR
     SHARE): each is started once the one before waits for a lock, and ``held`` is released once
     both wait. Returns each call's result or the error it raised."""
@@ -55,7 +55,7 @@ def _race(store, held: str, first, second) -> dict:  # noqa: ANN001
             out[name] = exc
 
     with store.engine.connect() as holder, store.engine.connect() as watcher:
-        holder.execute(text(HOLD), {"id": held})
+        holder.execute(text(HOLD.format(table=table)), {"id": held})
         threads = [
             threading.Thread(target=run, args=(n, f)) for n, f in (("first", first), ("second", second))
         ]
@@ -216,26 +216,27 @@ def test_calute_delete_beside_a_touching_read_does_not_deadlock(store, caplog):
     assert [n.id for n in store.list_notes(user_id="u", session_id="s")] == [middle]
 
 
-@pytest.mark.parametrize("how", ["expire", "trim"])
+@pytest.mark.parametrize("how", ["expire", "trim", "both"])
 def test_calute_cleanup_beside_a_touching_read_does_not_deadlock(store, caplog, how):
-    """calute's cleanup deletes the expired items, then the lowest-scored over capacity, in id
-    order. Expiry deleted in scan order (the high item, stored first, first) and deadlocked here;
-    the capacity trim, in its plan's order, did not happen to here, and is held to the same rule."""
+    """calute's cleanup deletes the expired items and the lowest-scored over capacity in one
+    statement, locking them in id order. Expiry deleted in scan order (the high item, stored
+    first, first) and deadlocked here, and so did expiring the high item and then trimming the
+    low one in two statements; the trim alone, in its plan's order, did not happen to."""
     caplog.set_level(logging.INFO, logger="cortex_pg.db.retry")
     low, middle, high = IDS
     now = datetime.now(UTC)
-    # expired: both old; over capacity: the high item the newer, so it goes first by score
-    times = (
-        {high: "2000-01-01T00:00:00Z", low: "2000-01-01T00:00:00Z"}
-        if how == "expire"
-        else {high: now - timedelta(hours=1), low: now - timedelta(hours=2)}
-    )
+    old = "2000-01-01T00:00:00Z"
+    times = {  # over capacity, the newer item scores higher, so the high one goes first
+        "expire": {high: old, low: old},
+        "trim": {high: now - timedelta(hours=1), low: now - timedelta(hours=2)},
+        "both": {high: old, low: now - timedelta(hours=2)},
+    }[how]
     ltm = LongTermMemory(store=store, user_id="u", session_id="s", max_items=10, retention_days=30)
     scope = {"user_id": "u", "session_id": "s", "memory_type": "long_term", "to_stm": False}
     store.add("old item alpha", id=high, time=times[high], importance=0.0, **scope)
     store.add("kept item bravo", id=middle, importance=1.0, **scope)
     store.add("old item charlie", id=low, time=times[low], importance=0.0, **scope)
-    if how == "trim":
+    if how != "expire":
         ltm.max_items = 1  # keeps the most important: middle
 
     out = _race(store, middle, lambda: len(ltm.retrieve(limit=10)), lambda: ltm.cleanup().removed)
@@ -243,3 +244,42 @@ def test_calute_cleanup_beside_a_touching_read_does_not_deadlock(store, caplog, 
     assert out["second"] == 2 and out["first"] in (1, 3)
     assert _deadlocks(caplog) == []
     assert [n.id for n in store.list_notes(user_id="u", session_id="s")] == [middle]
+    report = ltm.last_cleanup
+    expected = {"expire": ([low, high], []), "trim": ([], [low, high]), "both": ([high], [low])}[how]
+    assert (sorted(report.expired), sorted(report.over_capacity)) == expected
+
+
+def test_a_write_of_several_batches_evicting_from_stm_beside_a_touching_search(store, caplog):
+    """STM holds A, B, C (capacity 3) with C, then A, least recently used; an add_many of two
+    notes in two batches evicts both. Each batch evicted its own (C, then A): holding C, the
+    write waited on A while the touching search, holding A, waited on C. The write now evicts
+    once, after its last batch, locking A and C in id order."""
+    caplog.set_level(logging.INFO, logger="cortex_pg.db.retry")
+    store.stm_capacity = 3
+    a, b, c = IDS
+    for nid, word in ((a, "alpha"), (b, "bravo"), (c, "charlie")):
+        store.add(f"harbour boats wind {word}", id=nid, user_id="u", session_id="s")
+    with store.engine.begin() as conn:  # least recently used: C, then A
+        for nid, hours in ((c, 1), (a, 2), (b, 3)):
+            conn.execute(
+                text(
+                    "UPDATE cortex.stm_notes SET last_accessed_at = now() + make_interval(hours => :h) "
+                    "WHERE id = CAST(:id AS uuid)"
+                ),
+                {"h": hours, "id": nid},
+            )
+
+    def search() -> int:
+        return len(store.search("harbour boats wind", user_id="u", limit=3, memory_source="stm"))
+
+    def write() -> int:
+        items = [{"content": "sail tide moon one"}, {"content": "sail tide moon two"}]
+        return len(store.add_many(items, user_id="u", session_id="s", batch_size=1))
+
+    out = _race(store, b, search, write, table="cortex.stm_notes")
+
+    assert out == {"first": 3, "second": 2}
+    assert _deadlocks(caplog) == []
+    with store.engine.connect() as conn:
+        left = {str(r[0]) for r in conn.execute(text("SELECT id FROM cortex.stm_notes WHERE user_id = 'u'"))}
+    assert b in left and a not in left and c not in left and len(left) == 3

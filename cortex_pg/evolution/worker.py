@@ -12,7 +12,8 @@ slow decider (an LLM call; any decider without a true ``instant`` attribute) bef
 transaction, on the note's neighbourhood read in a short one of its own, so it holds no row lock
 that searches touching those notes would wait for; the job applies the decision if the notes it
 was shown are unchanged once locked, else reads and decides again; after :data:`STALE_DECISIONS`
-dropped answers the next is asked with the note and the notes shown locked, so a job always ends.
+dropped answers the next is asked with the note and the notes shown locked (see
+:func:`~cortex_pg.evolution.evolve.evolve_note`).
 Before each answer the lease is checked: a job taken over is not asked about again, a job deleted
 with its note ends. An instant decider (the offline heuristic) is asked inside the job's
 transaction, which saves a transaction per job. When no job is ready a thread sleeps until ``NOTIFY cortex_evolution`` (one ``LISTEN`` connection per worker) or
@@ -56,7 +57,7 @@ log = logging.getLogger(__name__)
 
 #: answers of a slow decider, asked outside the job's transaction, that an ``evolve`` job may
 #: drop because a note it was shown changed before the job locked it; the next answer is asked
-#: with the note and the notes shown locked, so a job always ends
+#: with the note and the notes shown locked
 STALE_DECISIONS = 3
 
 
@@ -202,6 +203,9 @@ class Worker:
                 return
             except StaleDecision as exc:
                 log.info("evolution job %s: %s; deciding again", job.id, exc)
+        with translate_db_errors(), self.store.engine.begin() as conn:
+            if self._lease(conn, job) == "gone":
+                return
         call_retrying(self._commit, job, None, True)
 
     @staticmethod

@@ -355,6 +355,17 @@ class NoteWriter:
                 ids.extend((yield from self._insert_batch(batch, to_stm, enqueue, capacity, stm_written)))
                 if progress:
                     progress(len(batch))
+            if stm_written:  # one eviction for all the batches: its row locks in one pass, in id order
+                yield Query(
+                    sql.TRIM_STM,
+                    {
+                        "users": [u for u, _ in stm_written],
+                        "sessions": [s for _, s in stm_written],
+                        "capacity": capacity,
+                        "written": [nid for scope in stm_written.values() for nid in scope],
+                    },
+                    "none",
+                )
             return ids
 
         return (yield Transaction(batches()))
@@ -395,8 +406,9 @@ class NoteWriter:
         stm_written: dict[tuple[str, str], list[str]] | None = None,
     ) -> Plan[list[str]]:
         """Insert one batch in the caller's transaction. ``stm_written`` collects, per (user, session),
-        the newest ``capacity`` ids inserted into STM across the batches of one transaction, so
-        that no batch's trim evicts an earlier batch's notes for notes touched meanwhile."""
+        the newest ``capacity`` ids inserted into STM across the batches of one transaction; the
+        caller evicts once after the last batch (``TRIM_STM``), keeping those first, so that no
+        eviction drops an earlier batch's notes for notes touched meanwhile."""
         capacity = self.stm_capacity if stm_capacity is None else stm_capacity
         stm_written = {} if stm_written is None else stm_written
         scopes = {"users": [n.user_id for n in batch], "sessions": [n.session_id for n in batch]}
@@ -450,6 +462,8 @@ class NoteWriter:
                 [r["user_id"] for r in rows], [r["id"] for r in rows], new=True
             )
         if to_stm:
+            for n in batch:  # every scope written to is evicted down to capacity after the write
+                stm_written.setdefault((n.user_id, n.session_id), [])
             # STM keeps one embedding per note: its first window
             newest = [
                 dict(r, embedding=vector_literal(by_id[r["id"]][0]))
@@ -460,8 +474,6 @@ class NoteWriter:
                 scope = stm_written.setdefault((r.user_id, r.session_id), [])
                 scope.append(str(r.id))
                 del scope[:-capacity]  # older ones would be evicted by the newer anyway
-            kept = [nid for scope in stm_written.values() for nid in scope]
-            yield Query(sql.TRIM_STM, {**scopes, "capacity": capacity, "written": kept}, "none")
         return ids
 
     def _write_context_embeddings(self, users: list[str], ids: list[str], *, new: bool = False) -> Plan[None]:

@@ -126,11 +126,9 @@ class LongTermMemory(ShelfBacked):
         keep = max(self.max_items - max(room, 0), 0)
         with translate_db_errors(), self.store.engine.begin() as conn:
             conn.execute(text(sql.LOCK_SCOPE), params)
-            expired = [str(r.id) for r in conn.execute(text(sql.EXPIRE.format(scope=sql.SCOPE)), params)]
-            trimmed = [
-                str(r.id)
-                for r in conn.execute(text(sql.TRIM.format(scope=sql.SCOPE)), {**params, "keep": keep})
-            ]
+            gone = conn.execute(text(sql.CLEANUP.format(scope=sql.SCOPE)), {**params, "keep": keep}).all()
+        expired = [str(r.id) for r in gone if r.expired]
+        trimmed = [str(r.id) for r in gone if not r.expired]
         report = CleanupReport(expired, trimmed)
         if report.removed:
             log.warning(

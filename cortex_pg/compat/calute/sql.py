@@ -83,36 +83,32 @@ SELECT t.* FROM top t CROSS JOIN touched ORDER BY t.ltm_score DESC, t.id
 
 LOCK_SCOPE = "SELECT pg_advisory_xact_lock(hashtextextended(:user_id || chr(31) || :session_id, 0))"
 
-# retention: the memory's own time is older than retention_days
-EXPIRE = """
-WITH doomed AS MATERIALIZED (
-    SELECT n.id FROM cortex.notes n
-    WHERE {scope} AND n.merged_into IS NULL AND n.created_at < now() - CAST(:retention_days AS float8) * interval '1 day'
-    ORDER BY n.id FOR UPDATE
-), gone AS (
-    DELETE FROM cortex.notes n USING doomed d WHERE n.user_id = :user_id AND n.id = d.id RETURNING n.id
-)
-SELECT id FROM gone
-"""
-
-# capacity: keep the best :keep by calute's cleanup score
+# calute's cleanup, in one statement so that its row locks are taken in one pass, in id order:
+# retention (the memory's own time is older than retention_days), then capacity among the items
+# left: keep the best :keep by calute's cleanup score
 #   0.3 * importance + 0.3 * access_count / 100 + 0.4 * (1 - age_days / retention_days)
 # so the oldest, least important, least accessed go first
-TRIM = """
-WITH ranked AS (
-    SELECT n.id, row_number() OVER (
-        ORDER BY 0.3 * n.importance + 0.3 * n.access_count / 100.0
-                 + 0.4 * (1 - extract(epoch FROM (now() - n.created_at)) / 86400.0 / :retention_days) DESC,
-                 n.created_at DESC, n.id DESC) AS rn
+CLEANUP = """
+WITH live AS (
+    SELECT n.id, n.importance, n.access_count, n.created_at,
+           n.created_at < now() - CAST(:retention_days AS float8) * interval '1 day' AS expired
     FROM cortex.notes n WHERE {scope} AND n.merged_into IS NULL
+), ranked AS (
+    SELECT l.id, l.expired, row_number() OVER (
+        PARTITION BY l.expired
+        ORDER BY 0.3 * l.importance + 0.3 * l.access_count / 100.0
+                 + 0.4 * (1 - extract(epoch FROM (now() - l.created_at)) / 86400.0 / :retention_days) DESC,
+                 l.created_at DESC, l.id DESC) AS rn
+    FROM live l
 ), doomed AS MATERIALIZED (
-    SELECT n.id FROM cortex.notes n JOIN ranked r ON n.user_id = :user_id AND n.id = r.id
-    WHERE r.rn > :keep
+    SELECT n.id, r.expired FROM cortex.notes n JOIN ranked r ON n.user_id = :user_id AND n.id = r.id
+    WHERE r.expired OR r.rn > :keep
     ORDER BY n.id FOR UPDATE OF n
 ), gone AS (
-    DELETE FROM cortex.notes n USING doomed d WHERE n.user_id = :user_id AND n.id = d.id RETURNING n.id
+    DELETE FROM cortex.notes n USING doomed d WHERE n.user_id = :user_id AND n.id = d.id
+    RETURNING n.id, d.expired
 )
-SELECT id FROM gone
+SELECT id, expired FROM gone ORDER BY id
 """
 
 # pairs of similar LTM items: |words(a) & words(b)| / max(|words(a)|, |words(b)|) >= threshold,
