@@ -7,17 +7,21 @@ count triggers.
 Each thread loops: take one job (short transaction, committed lease), run it in a second
 transaction that writes its effects and marks it done (:func:`queue.finish`, guarded by the
 lease), or on error roll that back and record the failure with exponential backoff
-(``min(backoff_cap, backoff_base * 2 ** (attempts - 1))`` seconds). An ``evolve`` job asks a
-slow decider (an LLM call; any decider without a true ``instant`` attribute) before that
-transaction, on the note's neighbourhood read in a short one of its own, so it holds no row lock
-that searches touching those notes would wait for; the job applies the decision if the notes it
-was shown are unchanged once locked, else reads and decides again; after :data:`STALE_DECISIONS`
-dropped answers the next is asked with the note and the notes shown locked (see
-:func:`~cortex_pg.evolution.evolve.evolve_note`).
-Before each answer the lease is checked: a job taken over is not asked about again, a job deleted
-with its note ends. An instant decider (the offline heuristic) is asked inside the job's
-transaction, which saves a transaction per job. When no job is ready a thread sleeps until ``NOTIFY cortex_evolution`` (one ``LISTEN`` connection per worker) or
-``poll_interval`` seconds, whichever comes first; with LISTEN unavailable it just polls.
+(``min(backoff_cap, backoff_base * 2 ** (attempts - 1))`` seconds).
+
+An ``evolve`` job asks a slow decider (an LLM call; any decider without a true ``instant``
+attribute) before that transaction, on the note's neighbourhood read in a short one of its own,
+so it holds no row lock that searches touching those notes would wait for; the job applies the
+decision if the notes it was shown are unchanged once locked, else reads and decides again;
+after :data:`STALE_DECISIONS` dropped answers the next is asked with the note and the notes
+shown locked (see :func:`~cortex_pg.evolution.evolve.evolve_note`). Before each answer the
+lease is checked: a job taken over is not asked about again, a job deleted with its note ends.
+An instant decider (the offline heuristic) is asked inside the job's transaction, which saves a
+transaction per job.
+
+When no job is ready a thread sleeps until ``NOTIFY cortex_evolution`` (one ``LISTEN``
+connection per worker) or ``poll_interval`` seconds, whichever comes first; with LISTEN
+unavailable it just polls.
 
 Nothing lives only in memory: a killed worker leaves its job ``running`` with an old
 ``locked_at`` and no effects (its transaction never committed); after ``lock_timeout``
