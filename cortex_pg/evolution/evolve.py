@@ -417,10 +417,6 @@ def evolve_note(
             conn, user_id, note_id, embedder.name, k=k, entity_candidates=entity_candidates
         )
 
-    def locked_and_unchanged(seen: Neighbourhood, ids: Sequence[uuid.UUID]) -> bool:
-        _lock_notes(conn, user_id, ids)
-        return _unchanged(conn, user_id, seen)
-
     if not locked:
         if decided is None:
             decided = decide(decider, read())
@@ -432,7 +428,8 @@ def evolve_note(
         if not decision.should_evolve:  # nothing to write
             return {**apply_decision(conn, embedder, seen.note, user_id, seen.hood, decision), **_zero(seen)}
         with conn.begin_nested() as savepoint:
-            if locked_and_unchanged(seen, list(notes_written(seen.note, seen.hood, decision))):
+            _lock_notes(conn, user_id, list(notes_written(seen.note, seen.hood, decision)))
+            if _unchanged(conn, user_id, seen):
                 return {
                     **_zero(seen),
                     **apply_decision(conn, embedder, seen.note, user_id, seen.hood, decision),
