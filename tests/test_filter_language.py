@@ -1,4 +1,4 @@
-"""One filter language (cortex.compile_filter v2) for where_filter and every calute-style store."""
+"""One filter language (cortex.compile_filter v2, v4) for where_filter and every calute-style store."""
 
 from __future__ import annotations
 
@@ -34,6 +34,26 @@ def compile_filter(store, flt, path="where_filter"):
         ({"year": {"$lt": " -1.5e3 "}}, "where_filter.year.$lt", "never matches a number"),
         ({"year": {"$gt": 2024, "$lt": 2020}}, "where_filter.year", "range from 2024 to 2020 is empty"),
         ({"year": {"$gt": 3, "$lte": 3}}, "where_filter.year", "is empty"),
+        # empty ranges between strings: times compared as times, text and metadata strings as text
+        ({"created_at": {"$gte": "2023-06-01", "$lt": "2023-05-01"}}, "where_filter.created_at", "is empty"),
+        ({"created_at": {"$gt": "2023-05-08", "$lt": "2023-05-08"}}, "where_filter.created_at", "is empty"),
+        (
+            {"created_at": {"$gte": "2023-05-08T00:00:00Z", "$lt": "2023-05-08T01:00:00+02:00"}},
+            "where_filter.created_at",
+            "is empty",
+        ),
+        ({"src": {"$gt": "z", "$lt": "a"}}, "where_filter.src", "is empty"),
+        ({"category": {"$gte": "b", "$lte": "a"}}, "where_filter.category", "is empty"),
+        (
+            {"$and": [{"updated_at": {"$gt": "2024-01-02", "$lte": "2024-01-01"}}]},
+            "where_filter.$and[0].updated_at",
+            "is empty",
+        ),
+        (
+            {"$fields": "item", "timestamp": {"$gt": "2024-01-02", "$lt": "2024-01-01"}},
+            "where_filter.timestamp",
+            "is empty",
+        ),
         ({"category": ["a", "b"]}, "where_filter.category", "use $in"),
         ({"importance": {"$eq": [0.5]}}, "where_filter.importance.$eq", "use $in"),
         ({"$and": [{"or": []}]}, "where_filter.$and[0].or", "($or)"),
@@ -66,11 +86,23 @@ def test_valid_neighbours_of_the_refused_shapes_still_compile(store):
     assert "1990-01-01" in compile_filter(store, {"born": {"$gte": "1990-01-01"}})
     assert compile_filter(store, {"year": {"$gte": 3, "$lte": 3}}) != "true"
     assert compile_filter(store, {"year": {"$gt": 2, "$lt": 3}}) != "true"
+    # string ranges that hold a value: a point with inclusive bounds, and times whose text
+    # order is the reverse of their order in time (midnight at +02:00 is 22:00 UTC the day before)
+    assert "2023-05-08" in compile_filter(store, {"created_at": {"$gte": "2023-05-08", "$lte": "2023-05-08"}})
+    assert "+02:00" in compile_filter(
+        store, {"created_at": {"$gte": "2023-05-08T00:00:00+02:00", "$lt": "2023-05-08T00:00:00Z"}}
+    )
+    assert '"m"' in compile_filter(store, {"src": {"$gte": "a", "$lt": "m"}})
 
 
 def test_where_filter_on_the_prem_api_refuses_them_too(store):
     store.add("a note from 2023", user_id="u", metadata={"year": 2023})
-    for flt in ({"year": {"gte": 2022}}, {"year": {"$gte": "2022"}}, {"or": [{"year": 2023}]}):
+    for flt in (
+        {"year": {"gte": 2022}},
+        {"year": {"$gte": "2022"}},
+        {"or": [{"year": 2023}]},
+        {"created_at": {"$gte": "2023-06-01", "$lt": "2023-05-01"}},  # a window written backwards
+    ):
         with pytest.raises(ValidationError) as err:
             store.search("note", user_id="u", where_filter=flt)
         assert err.value.field == "where_filter"
