@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 from cortex_pg.errors import ValidationError
 
 
-def parse_instant(value: datetime | str | None, field: str = "time") -> datetime | None:
-    """An aware UTC datetime from a datetime or an RFC 3339 / ISO 8601 string.
+def parse_instant(value: datetime | date | str | None, field: str = "time") -> datetime | None:
+    """An aware UTC datetime from a datetime, a date or an RFC 3339 / ISO 8601 string.
 
     Args:
-        value: ``datetime`` (naive = UTC), ISO 8601 text such as ``"2024-03-01T10:00:00Z"``,
+        value: ``datetime`` (naive = UTC), ``date`` (its midnight UTC, as the string
+            ``"2024-03-01"``), ISO 8601 text such as ``"2024-03-01T10:00:00Z"``,
             ``"2024-03-01 10:00+02:00"`` or ``"2024-03-01"`` (midnight UTC), or None.
         field: name used in the error.
 
@@ -31,6 +32,8 @@ def parse_instant(value: datetime | str | None, field: str = "time") -> datetime
         return None
     if isinstance(value, datetime):
         dt = value
+    elif isinstance(value, date):
+        dt = datetime(value.year, value.month, value.day)
     elif isinstance(value, str):
         text = value.strip()
         if not text:
@@ -180,8 +183,10 @@ def parse_date_range(
         start = start or datetime(1, 1, 2, tzinfo=UTC)
         end = end or datetime(9999, 12, 30, tzinfo=UTC)
         return _checked(start, end, field)
-    if not isinstance(value, str) or not value.strip():
+    if not isinstance(value, str):
         raise ValidationError(field, f"expected a string or a {{'start', 'end'}} dict, got {value!r}")
+    if not value.strip():
+        raise ValidationError(field, "must not be blank")
     text = value.strip()
     low = text.lower()
     if "/" in text and not low.startswith("since"):

@@ -60,6 +60,10 @@ def test_links_refuse_self_other_user_and_bad_values(store):
         store.update(a, user_id="u", links={b: {"type": "related", "strength": 1.5}})
     with pytest.raises(ValidationError):
         store.update(a, user_id="u", links={"not-a-uuid": {}})
+    for blank in ("", "  ", 0, False):  # a type given but blank is an error, not the default type
+        with pytest.raises(ValidationError) as err:
+            store.update(a, user_id="u", links={b: {"type": blank}})
+        assert err.value.field.endswith(".type")
     with store.engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM cortex.note_links")).scalar_one() == 0
 

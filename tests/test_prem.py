@@ -305,8 +305,14 @@ def test_update_delete_clear(ams):
     assert note.content == "second text" and note.tags == ["t"] and note.metadata["mood"] == "happy"
     assert note.keywords and "first" not in " ".join(note.keywords)  # keywords follow the new text
     assert ams.update("00000000-0000-0000-0000-000000000000", content="x") is False
+    # another user's update or delete finds nothing there, and does not learn that the note exists
+    assert ams.update(nid, user_id="someone-else", content="hijacked") is False
+    assert ams.delete(nid, user_id="someone-else") is False
+    assert ams.read(nid).content == "second text"
+    assert ams.update(nid, user_id="u", context="a scoped update") is True
+    assert ams.read(nid).context == "a scoped update"
     with pytest.raises(ImmutableFieldError):
-        ams.update(nid, user_id="someone-else")
+        ams.update(nid, session_id="another-session")
     other = ams.add_note("another", user_id="u", session_id="t")
     assert ams.clear_stm(user_id="u", session_id="s") == 1
     assert ams.search("second text", user_id="u", session_id="s", memory_source="stm") == []

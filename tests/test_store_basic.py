@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 import pytest
 
@@ -36,6 +36,20 @@ def test_add_and_get_round_trip(store):
 def test_naive_time_is_utc(store):
     nid = store.add("naive time note", time="2023-05-08T13:56:00")
     assert store.get(nid).created_at == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+
+
+def test_a_date_is_its_midnight_utc_and_one_time_has_one_name(store):
+    nid = store.add("a note dated by a date", user_id="dates", time=date(2023, 5, 8))
+    assert store.get(nid).created_at == datetime(2023, 5, 8, tzinfo=UTC)
+    found = store.search("note dated", user_id="dates", date_from=date(2023, 5, 8), date_to=date(2023, 5, 9))
+    assert [r.note.id for r in found] == [nid]
+    # the note's time given twice, under both of its names: an error, and nothing is stored
+    with pytest.raises(ValidationError) as err:
+        store.add_many(
+            [{"content": "two times", "user_id": "dates", "created_at": "2020-01-01", "time": "2021-01-01"}]
+        )
+    assert err.value.field.endswith("created_at")
+    assert store.count(user_id="dates") == 1
 
 
 def test_get_other_tenant_is_not_found(store):

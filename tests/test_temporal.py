@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
@@ -97,3 +97,11 @@ def test_instants():
     assert parse_instant(datetime(2024, 1, 1, 2)) == d(2024, 1, 1, 2)
     with pytest.raises(ValidationError):
         parse_instant("01/02/2024 maybe")
+    # a date is its midnight UTC, as the same date written as a string
+    assert parse_instant(date(2024, 1, 1)) == parse_instant("2024-01-01") == d(2024, 1, 1)
+
+
+def test_a_blank_date_range_names_the_reason():
+    with pytest.raises(ValidationError) as err:
+        parse_date_range("   ", now=NOW)
+    assert err.value.field == "date_range" and "blank" in err.value.reason

@@ -342,24 +342,23 @@ class AgenticMemorySystem:
     def update(self, memory_id: str, **kwargs: Any) -> bool:
         """Change a note's fields (content is re-embedded; metadata merges).
 
+        A ``user_id`` keyword restricts the update to that user's notes (as ``read``): a note of
+        another user is not found there (False), and its existence is not revealed.
+
         Returns:
-            True when the note exists and was updated, False when there is no such note.
+            True when the note exists (for that user, when given) and was updated, False when
+            there is no such note.
 
         Raises:
-            ImmutableFieldError: user_id or session_id differ from the stored ones.
+            ImmutableFieldError: session_id differs from the stored one.
             ValidationError: a bad value.
         """
-        try:
-            current = self.store.get(memory_id)
-        except NotFoundError:
-            return False
-        except ValidationError:
-            return False
         kwargs = dict(kwargs)
-        if "user_id" in kwargs and kwargs.pop("user_id") != current.user_id:
-            from cortex_pg.errors import ImmutableFieldError
-
-            raise ImmutableFieldError("user_id", "cannot be changed after a note is stored")
+        owner = kwargs.pop("user_id", None)
+        try:
+            current = self.store.get(memory_id, user_id=owner)
+        except (NotFoundError, ValidationError):
+            return False
         links = kwargs.pop("links", None)
         if "timestamp" in kwargs:
             kwargs["time"] = kwargs.pop("timestamp")
@@ -384,10 +383,11 @@ class AgenticMemorySystem:
             self._schedule(current.id, current.user_id)
         return True
 
-    def delete(self, memory_id: str) -> bool:
-        """Delete a note from both tiers. Returns False when there was none."""
+    def delete(self, memory_id: str, user_id: str | None = None) -> bool:
+        """Delete a note from both tiers; with ``user_id``, only a note of that user (as
+        ``read``). Returns False when there was none."""
         try:
-            return self.store.delete(memory_id)
+            return self.store.delete(memory_id, user_id=user_id)
         except ValidationError:
             return False
 
@@ -472,7 +472,7 @@ class AgenticMemorySystem:
             ValidationError: bad arguments, an unparseable date_range or filter.
         """
         date_from = date_to = None
-        if date_range is not None and date_range != "":
+        if date_range is not None and date_range != "":  # "" is no window, as the original's falsy test
             date_from, date_to = parse_date_range(date_range, now=now)
         weight = auto_temporal_weight(query, date_range) if temporal_weight is None else temporal_weight
         kwargs = dict(

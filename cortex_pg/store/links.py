@@ -119,7 +119,7 @@ def reciprocal(link: Link) -> Link:
 def parse_links(source: uuid.UUID, links: Mapping[Any, Any], field: str = "links") -> list[Link]:
     """Validate ``{target_id: {"type", "strength", "reason"}}`` into forward links from ``source``.
 
-    Missing keys default to type ``"related"``, strength 0.5, no reason. Types are lower-cased
+    Missing keys (or None) default to type ``"related"``, strength 0.5, no reason. Types are lower-cased
     ("Supports" is "supports").
 
     Raises:
@@ -139,7 +139,9 @@ def parse_links(source: uuid.UUID, links: Mapping[Any, Any], field: str = "links
         unknown = set(spec) - {"type", "strength", "reason"}
         if unknown:
             raise ValidationError(f"{name}.{sorted(unknown)[0]}", "unknown link field")
-        link_type = spec.get("type") or DEFAULT_TYPE
+        link_type = spec.get("type")
+        if link_type is None:  # missing or None: the default; "" or 0 are errors, not the default
+            link_type = DEFAULT_TYPE
         if not isinstance(link_type, str) or not link_type.strip() or len(link_type) > 64:
             raise ValidationError(f"{name}.type", "must be a non-blank string of at most 64 characters")
         strength = validation.unit_interval(spec.get("strength", DEFAULT_STRENGTH), f"{name}.strength")

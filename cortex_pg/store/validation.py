@@ -311,15 +311,18 @@ def new_note(
 ) -> NewNote:
     """Validate one note given as a mapping with the keys of :data:`NOTE_FIELDS`.
 
-    ``time`` may also be given as ``created_at``. ``prefix`` is prepended to field names in
-    errors (e.g. ``"items[3]."``).
+    ``time`` may also be given as ``created_at`` (not both: two names for one field are an
+    error, not a silent choice). ``prefix`` is prepended to field names in errors (e.g.
+    ``"items[3]."``).
     """
     unknown = set(item) - set(NOTE_FIELDS) - {"created_at"}
     if unknown:
         raise ValidationError(
             prefix + sorted(unknown)[0], f"unknown note field; known: {', '.join(NOTE_FIELDS)}"
         )
-    when = item.get("time", item.get("created_at"))
+    if item.get("time") is not None and item.get("created_at") is not None:
+        raise ValidationError(prefix + "created_at", "give the note's time as time or created_at, not both")
+    when = item.get("time") if item.get("time") is not None else item.get("created_at")
     text = content(item.get("content"), prefix + "content")
     return NewNote(
         id=uuid.uuid4() if item.get("id") is None else note_id(item["id"], prefix + "id"),
