@@ -106,12 +106,12 @@ class ShortTermMemory(ShelfBacked):
     ) -> list[MemoryItem]:
         """Hybrid search (vector + BM25, :meth:`MemoryStore.search`) of this scope, best first.
 
-        ``relevance_score`` is the store's relevance in [0, 1] (``search_notes`` v5: the vector
-        and BM25 scores min-max normalised over the query's candidates and fused, then smoothed
-        with the item's neighbours): the best candidate scores near 1, the weakest 0, and an
-        item that matches no word of the query gets at most half of the fused score. Items
-        below ``min_relevance``
-        are left out (calute returned them). A blank query returns the newest items, each
+        ``relevance_score`` is the store's relevance in [0, 1] (``search_notes``: the vector
+        and BM25 scores normalised over the query's candidates and fused, then smoothed with
+        the item's neighbours, see README "How search scores"). The scale is relative to the
+        candidates: the best scores near 1 and the weakest 0, so with few items (two that both
+        match, say) the second scores 0 however close it is, and any ``min_relevance`` above 0
+        leaves it out. Items below ``min_relevance`` are left out (calute returned them). A blank query returns the newest items, each
         with relevance 1.0 (as calute, where "" matches everything). Returned items count as
         accessed (``access_count`` + 1; they become most recently used).
 
