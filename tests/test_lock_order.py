@@ -42,10 +42,11 @@ def _session_notes(store, **contents: str) -> None:  # noqa: ANN001
         store.add(content, id=nid, user_id="u", session_id="s", enqueue_evolution=False, to_stm=False)
 
 
-def _race(store, held: str, first, second, table: str = "cortex.notes") -> dict:  # noqa: ANN001
-    """Run ``first``, then ``second``, in threads while a third transaction holds ``held`` (FOR
-    SHARE): each is started once the one before waits for a lock, and ``held`` is released once
-    both wait. Returns each call's result or the error it raised."""
+def _race(store, held, first, second, table: str = "cortex.notes", hold: str | None = None) -> dict:  # noqa: ANN001
+    """Run ``first``, then ``second``, in threads while a third transaction holds ``held`` (a
+    row, FOR SHARE; or, with ``hold``, what that statement locks, ``held`` its parameters): each
+    is started once the one before waits for a lock, and the lock is released once both wait.
+    Returns each call's result or the error it raised."""
     out: dict = {}
 
     def run(name: str, fn) -> None:  # noqa: ANN001
@@ -55,7 +56,7 @@ def _race(store, held: str, first, second, table: str = "cortex.notes") -> dict:
             out[name] = exc
 
     with store.engine.connect() as holder, store.engine.connect() as watcher:
-        holder.execute(text(HOLD.format(table=table)), {"id": held})
+        holder.execute(text(hold or HOLD.format(table=table)), held if hold else {"id": held})
         threads = [
             threading.Thread(target=run, args=(n, f)) for n, f in (("first", first), ("second", second))
         ]
@@ -283,3 +284,96 @@ def test_a_write_of_several_batches_evicting_from_stm_beside_a_touching_search(s
     with store.engine.connect() as conn:
         left = {str(r[0]) for r in conn.execute(text("SELECT id FROM cortex.stm_notes WHERE user_id = 'u'"))}
     assert b in left and a not in left and c not in left and len(left) == 3
+
+
+# the scope lock of (:u, :s), as writers take it (store.sql.LOCK_SCOPES)
+SCOPE_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(:u || chr(31) || :s, 0))"
+
+
+def _write_to_scope(store) -> bool:  # noqa: ANN001
+    return (
+        store.add("a new note of the same session", user_id="u", session_id="s", enqueue_evolution=False) > ""
+    )
+
+
+@pytest.mark.parametrize("by_id", [True, False], ids=["delete", "delete_where"])
+def test_a_delete_beside_a_write_of_its_scope_does_not_deadlock(store, caplog, by_id):
+    """The write waits for the scope lock, held by a third transaction; the delete used to remove
+    the note from both tiers (updating the tenant's BM25 counter row) and then wait for the scope
+    lock in the STM trigger, behind the write, which, granted the lock, waited for the counter
+    row. It now takes the scope lock before it changes anything (and runs after the write)."""
+    caplog.set_level(logging.INFO, logger="cortex_pg.db.retry")
+    doomed = store.add("the note to delete", user_id="u", session_id="s", enqueue_evolution=False)
+
+    def delete() -> int:
+        if by_id:
+            return int(store.delete(doomed, user_id="u"))
+        return store.delete_where(user_id="u", session_id="s")
+
+    out = _race(store, {"u": "u", "s": "s"}, lambda: _write_to_scope(store), delete, hold=SCOPE_LOCK)
+
+    assert out == {"first": True, "second": 1 if by_id else 2}  # delete_where takes the new note too
+    assert _deadlocks(caplog) == []
+    assert store.count(user_id="u") == (1 if by_id else 0)
+
+
+def test_an_evolution_merge_beside_a_write_of_its_session_does_not_deadlock(store, caplog):
+    """As above, with an evolution job that merges its note into a neighbour (it removes the
+    note from the BM25 corpus, then deletes its STM copy): it now takes the session's scope lock
+    before its row locks."""
+    caplog.set_level(logging.INFO, logger="cortex_pg.db.retry")
+    keep, note = IDS[0], IDS[1]
+    for nid, content in ((keep, "alpha bravo charlie delta"), (note, "alpha bravo charlie delta echo")):
+        store.add(content, id=nid, user_id="u", session_id="s", enqueue_evolution=False)  # both tiers
+
+    def decider(view, hood):  # noqa: ANN001, ANN202
+        return {
+            "should_evolve": True,
+            "actions": ["merge_memories"],
+            "merge_candidates": [{"id": keep, "merge_strategy": "augment", "reasoning": "the same words"}],
+        }
+
+    def evolve() -> str | None:
+        with store.engine.begin() as conn:
+            return evolve_note(conn, store.embedder, decider, "u", note)["merged_into"]
+
+    out = _race(store, {"u": "u", "s": "s"}, lambda: _write_to_scope(store), evolve, hold=SCOPE_LOCK)
+
+    assert out == {"first": True, "second": keep}
+    assert _deadlocks(caplog) == []
+    assert store.get(note, user_id="u").merged_into == keep
+
+
+def test_a_calute_delete_beside_a_write_of_its_scope_does_not_deadlock(store, caplog):
+    """calute's delete of a short-term item (its STM row) beside a calute write of the same scope,
+    which evicts from STM under the scope lock: the delete now takes the scope lock first."""
+    from cortex_pg.compat.calute import ShortTermMemory
+
+    caplog.set_level(logging.INFO, logger="cortex_pg.db.retry")
+    stm = ShortTermMemory(capacity=1, store=store, user_id="u", session_id="s")
+    doomed = stm.save("the item to delete").memory_id
+
+    out = _race(store, {"u": "u", "s": "s"}, lambda: stm.save("the next item").memory_id != doomed,
+                lambda: stm.delete(doomed), hold=SCOPE_LOCK)  # fmt: skip
+
+    assert out["first"] is True and out["second"] in (0, 1)
+    assert _deadlocks(caplog) == []
+
+
+def test_two_writes_of_several_batches_take_their_scope_locks_in_one_order(store, caplog):
+    """Each write's first batch takes one scope lock and waits on the tenant's BM25 counter row
+    (held by a third transaction); granted the row, a write used to take its second batch's scope
+    lock, held by the other write, which waited for the row: a cycle. A write of several batches
+    now takes all its scope locks, sorted, before its first batch."""
+    caplog.set_level(logging.INFO, logger="cortex_pg.db.retry")
+    store.add("the tenant's first note", user_id="u", session_id="a", enqueue_evolution=False)
+
+    def write(first: str, second: str) -> int:
+        items = [{"content": f"a note of session {s}", "session_id": s} for s in (first, second)]
+        return len(store.add_many(items, user_id="u", batch_size=1, enqueue_evolution=False))
+
+    counter_row = "SELECT 1 FROM cortex.bm25_corpus WHERE user_id = :u FOR SHARE"
+    out = _race(store, {"u": "u"}, lambda: write("b", "c"), lambda: write("c", "b"), hold=counter_row)
+
+    assert out == {"first": 2, "second": 2}
+    assert _deadlocks(caplog) == []

@@ -210,10 +210,15 @@ def _effects(
 
 
 def _lock_notes(conn: Connection, user_id: str, ids: Sequence[uuid.UUID]) -> None:
-    """Lock notes in the touching reads' order (LTM rows by id, then STM rows by id; see
-    ``cortex.touch_notes``), so a touching search waits for the job or the job for it, never both."""
+    """Lock notes in the store's order: their sessions' scope locks (a merge deletes an STM
+    copy, and a writer of the session holds that lock while it waits for the rows a merge
+    changed; see ``LOCK_SCOPES``), then LTM rows by id, then STM rows by id (the touching reads'
+    order, see ``cortex.touch_notes``), so a writer or a touching search waits for the job or
+    the job for it, never both."""
+    params = {"user_id": user_id, "ids": list(ids)}
+    conn.execute(text(store_sql.LOCK_NOTE_SCOPES), params)
     for lock in (store_sql.LOCK_LTM_NOTES, store_sql.LOCK_STM_NOTES):
-        conn.execute(text(lock), {"user_id": user_id, "ids": list(ids)})
+        conn.execute(text(lock), params)
 
 
 def notes_written(note: NoteView, hood: Sequence[NoteView], decision: Decision) -> set[uuid.UUID]:

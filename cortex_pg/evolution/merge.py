@@ -29,6 +29,7 @@ from sqlalchemy import Connection, text
 
 from cortex_pg.embeddings.base import Embedder
 from cortex_pg.errors import NotFoundError, ValidationError, translate_db_errors
+from cortex_pg.store import sql as store_sql
 from cortex_pg.store import validation
 from cortex_pg.store.rows import vector_literal
 from cortex_pg.store.text_embeddings import NoteWindows, embed_windows, write_text_embeddings
@@ -125,7 +126,8 @@ def merge_in(
 ) -> dict[str, Any]:
     """Merge note ``source_id`` into ``target_id`` in the caller's transaction (rules above).
 
-    Both rows are locked (``FOR NO KEY UPDATE``, in id order) before anything is read.
+    The session's scope lock is taken first, then both rows are locked (``FOR NO KEY UPDATE``,
+    in id order) before anything is read.
 
     Args:
         embedder: re-embeds the target's new content (``embedder.name`` is the stored model;
@@ -145,6 +147,8 @@ def merge_in(
         raise ValidationError("strategy", f"must be one of {', '.join(STRATEGIES)}")
     if source_id == target_id:
         raise ValidationError("target", "a note cannot be merged into itself")
+    # the session's scope lock before any row (it deletes the source's STM copy; see LOCK_SCOPES)
+    conn.execute(text(store_sql.LOCK_NOTE_SCOPES), {"user_id": user_id, "ids": [source_id, target_id]})
     rows = {
         r["id"]: r
         for r in conn.execute(

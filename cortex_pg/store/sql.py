@@ -36,10 +36,38 @@ FROM (
 ) x
 """
 
+# The scope lock: a transaction-level advisory lock per (user, session), in sorted order. A
+# writer takes it before it looks for duplicates and inserts (and evicts from STM); deleting STM
+# rows takes it too (the stm_unmark_emptied trigger, to re-check that the scope is empty). The
+# order of locks is therefore: scope locks, then LTM rows by id, then STM rows by id (see TOUCH).
+# A transaction that deletes STM rows takes the scopes' locks before it changes or locks any
+# row: taken by the trigger after its changes, the lock came after the tenant's BM25 counter row
+# (cortex.bm25_corpus, updated by every note written or removed), which a writer holding the
+# scope lock waits for, and the two deadlocked (an evolution merge beside concurrent writes of
+# its session, a delete beside a write of the same scope).
 LOCK_SCOPES = """
 SELECT pg_advisory_xact_lock(hashtextextended(u || chr(31) || s, 0))
 FROM (SELECT DISTINCT u, s FROM unnest(CAST(:users AS text[]), CAST(:sessions AS text[])) AS t(u, s)
       ORDER BY 1, 2) scopes
+"""
+
+# the scope locks of notes :ids of tenant :user_id (their sessions, in either tier), sorted
+LOCK_NOTE_SCOPES = """
+SELECT pg_advisory_xact_lock(hashtextextended(u || chr(31) || s, 0))
+FROM (SELECT n.user_id AS u, n.session_id AS s FROM cortex.notes n
+      WHERE n.user_id = :user_id AND n.id = ANY (CAST(:ids AS uuid[]))
+      UNION
+      SELECT m.user_id, m.session_id FROM cortex.stm_notes m
+      WHERE m.user_id = :user_id AND m.id = ANY (CAST(:ids AS uuid[]))
+      ORDER BY 1, 2) scopes
+"""
+
+# the scope locks of the STM scopes of tenant :u (one session :s, or all when NULL), sorted
+LOCK_STM_SCOPES = """
+SELECT pg_advisory_xact_lock(hashtextextended(:u || chr(31) || s, 0))
+FROM (SELECT DISTINCT m.session_id AS s FROM cortex.stm_notes m
+      WHERE m.user_id = :u AND (CAST(:s AS text) IS NULL OR m.session_id = :s)
+      ORDER BY 1) scopes
 """
 
 INSERT_NOTES = f"""

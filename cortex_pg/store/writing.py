@@ -350,6 +350,10 @@ class NoteWriter:
         def batches() -> Plan[list[str]]:
             ids: list[str] = []
             stm_written: dict[tuple[str, str], list[str]] = {}  # inserted into STM so far, per scope
+            if len(notes) > batch_size:  # every batch's scope locks at once, in one sorted pass (batch
+                # by batch, two writes could take two scopes in opposite orders)
+                scopes = {"users": [n.user_id for n in notes], "sessions": [n.session_id for n in notes]}
+                yield Query(sql.LOCK_SCOPES, scopes, "none")
             for start in range(0, len(notes), batch_size):
                 batch = notes[start : start + batch_size]
                 ids.extend((yield from self._insert_batch(batch, to_stm, enqueue, capacity, stm_written)))
@@ -661,6 +665,8 @@ class NoteWriter:
         def body() -> Plan[int]:
             # the note that follows it in its session loses it as its context
             owner = uid or (yield Query(sql.ID_OWNER, {"id": nid}, "scalar_one_or_none"))
+            if owner is not None and source != "ltm":  # its session's scope lock first (LOCK_SCOPES)
+                yield Query(sql.LOCK_NOTE_SCOPES, {"user_id": owner, "ids": [nid]}, "none")
             after = (
                 (yield Query(sql.NEXT_IN_SESSION, {"id": nid, "u": owner}, "first"))
                 if source != "stm" and owner is not None
@@ -707,6 +713,8 @@ class NoteWriter:
         sid = validation.optional_scope_id(session_id, "session_id")
         source = validation.memory_source(memory_source)
         with translate_db_errors(), self.engine.begin() as conn:
+            if source in ("all", "stm"):  # the STM scopes' locks first (see LOCK_SCOPES)
+                conn.execute(text(sql.LOCK_STM_SCOPES), {"u": uid, "s": sid})
             # in the touching reads' lock order (LTM rows by id, then STM rows by id), not the plan's
             for tier, table in (("ltm", "cortex.notes"), ("stm", "cortex.stm_notes")):
                 if source in ("all", tier):

@@ -125,8 +125,8 @@ class Shelf:
             self.store.update(note.id, user_id=self.user_id, **fields)
         return self.get(note.id)
 
-    # (a delete locks its rows in id order, as the touching reads do; each is a transaction of its
-    # own, retried on any other transient error)
+    # (a delete takes its scope's lock, then locks its rows in id order, as the touching reads do;
+    # each is a transaction of its own, retried on any other transient error)
     @retry_transient
     def delete(self, memory_id: object = None, filters: Mapping[str, Any] | None = None) -> int:
         """Delete one item by id, or every item matching ``filters``, or (neither, or filters
@@ -141,6 +141,7 @@ class Shelf:
         if memory_id is not None and nid is None:
             return 0
         with translate_db_errors(), self.store.engine.begin() as conn:
+            conn.execute(text(sql.LOCK_SCOPE), self.params)  # before any row (store.sql.LOCK_SCOPES)
             where = self._where(conn, filters)
             statement = sql.DELETE.format(table=self.table, scope=sql.SCOPE, where=where)
             return int(conn.execute(text(statement), {**self.params, "id": nid}).scalar_one())
@@ -149,6 +150,7 @@ class Shelf:
     def clear(self) -> int:
         """Delete every item of the shelf. Returns the number removed."""
         with translate_db_errors(), self.store.engine.begin() as conn:
+            conn.execute(text(sql.LOCK_SCOPE), self.params)  # before any row (store.sql.LOCK_SCOPES)
             statement = sql.DELETE.format(table=self.table, scope=sql.SCOPE, where="true")
             return int(conn.execute(text(statement), {**self.params, "id": None}).scalar_one())
 
