@@ -119,3 +119,16 @@ def test_build_context_tool(db_url: str, tools) -> None:
         tools["cortex_build_context"].invoke({"task_description": "Analyze sales data", "user_id": "u"})
     )
     assert "Sales increased 15% this quarter" in out["context"]
+    assert "Relevant notes:" not in out["context"]  # no note of the tools yet
+
+
+def test_build_context_tool_sees_the_notes_the_tools_wrote(tools) -> None:
+    tools["cortex_add_note"].invoke({"content": "Carol prefers oolong tea every morning", "user_id": "ctx"})
+    tools["cortex_add_note"].invoke({"content": "Dave rides his bike to work", "user_id": "ctx-other"})
+    out = json.loads(
+        tools["cortex_build_context"].invoke(
+            {"task_description": "What tea does Carol drink?", "user_id": "ctx"}
+        )
+    )
+    assert out["context"].startswith("Relevant notes:\n  • Carol prefers oolong tea every morning")
+    assert "Dave" not in out["context"]  # another user's note

@@ -65,8 +65,9 @@ class SearchArgs(_Args):
 
 
 class BuildContextArgs(_Args):
-    """The context text for a task from the calute memory of (user_id, scope): recent items,
-    relevant knowledge, known entities, related memories."""
+    """The context text for a task from the calute memory of (user_id, scope) (recent items,
+    relevant knowledge, known entities, related memories) and the user's notes written with
+    add_note (relevant notes)."""
 
     task_description: str = Field(description="The task the agent is about to do.")
     agent_role: str | None = Field(None, description="Only knowledge saved by this agent role.")

@@ -8,7 +8,7 @@ server (``CORTEX_PG_HOME``), the offline MiniLM embedder (``CORTEX_PG_EMBEDDER``
 recorded for the entity tools. Notes go through the Prem Cortex API
 (:class:`~cortex_pg.AgenticMemorySystem`, deep processing inline, offline unless
 ``OPENAI_API_KEY`` is set); ``build_context_for_task`` reads the calute memory
-(:class:`~cortex_pg.CortexMemory`) of ``(user_id, scope)``.
+(:class:`~cortex_pg.CortexMemory`) of ``(user_id, scope)`` and the notes ``add_note`` wrote.
 """
 
 from __future__ import annotations
@@ -134,9 +134,12 @@ class Toolkit:
         return _found(await (await self._ready()).asearch(**args.model_dump()))
 
     def build_context_for_task(self, args: BuildContextArgs) -> dict[str, Any]:
-        """``{"context": text}`` from :meth:`CortexMemory.build_context_for_task` ("" when the
-        memory holds nothing for the task)."""
+        """``{"context": text}``: :meth:`CortexMemory.build_context_for_task` of ``(user_id,
+        scope)``, then ``"Relevant notes:"``, the 5 best notes of the user for the task among
+        those the tools write (``add_note``: memory type ``note``, every session), 200
+        characters each, in the same ``"  • "`` lines. ``""`` when neither has anything."""
         from cortex_pg.compat.calute import CortexMemory
+        from cortex_pg.compat.calute.cortex import BULLET
 
         memory = CortexMemory(store=self.store, user_id=args.user_id, scope=args.scope)
         try:
@@ -145,6 +148,16 @@ class Toolkit:
             )
         finally:
             memory.close()
+        task = args.task_description
+        if isinstance(task, str) and task.strip():
+            found = self.store.search(
+                task, user_id=args.user_id, limit=5, where_filter={"memory_type": "note"}
+            )
+            if found:
+                heading = "\nRelevant notes:" if text else "Relevant notes:"
+                text = "\n".join(
+                    [*([text] if text else []), heading, *(f"{BULLET}{r.note.content[:200]}" for r in found)]
+                )
         return {"context": text}
 
     async def abuild_context_for_task(self, args: BuildContextArgs) -> dict[str, Any]:
