@@ -96,6 +96,19 @@ def test_over_the_cap_names_content(store):
     assert info.value.field == "items[1].content"
 
 
+def test_metadata_over_its_cap_names_metadata_and_stores_nothing(store):
+    near = {"notes": "x" * 99_900}  # under 100,000 characters of JSON: stored whole
+    nid = store.add("a note with long metadata", user_id="meta", metadata=near)
+    assert store.get(nid, user_id="meta").metadata == near
+    with pytest.raises(ValidationError) as info:
+        store.add("a note with too much metadata", user_id="meta", metadata={"notes": "x" * 100_000})
+    assert info.value.field == "metadata" and "100,000" in info.value.reason
+    with pytest.raises(ValidationError) as info:
+        store.update(nid, user_id="meta", metadata={f"k{i}": i for i in range(20_000)})
+    assert info.value.field == "metadata"
+    assert store.count(user_id="meta") == 1 and store.get(nid, user_id="meta").metadata == near
+
+
 def test_a_long_note_is_embedded_window_by_window(store):
     from cortex_pg.embeddings.windows import MAX_WINDOW_CHARS
 

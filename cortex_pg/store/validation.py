@@ -10,7 +10,9 @@ Rules (each violation raises :class:`~cortex_pg.errors.ValidationError` naming t
         whole content, window by window (:mod:`cortex_pg.embeddings.windows`).
     keywords / tags: a list (or tuple) of non-empty strings without NUL; duplicates dropped,
         order kept.
-    metadata: a dict that serialises to JSON (no NUL in keys or strings).
+    metadata: a dict that serialises to JSON (no NUL in keys or strings, no NaN or infinity),
+        at most 100,000 characters of JSON (:data:`MAX_METADATA_LENGTH`): it travels with the
+        note in every read and search result.
     importance: a real number in [0, 1].
     category: a dot path such as ``work.programming.python`` ("/" is accepted as a separator
         and stored as "."); empty segments are refused.
@@ -35,6 +37,7 @@ from cortex_pg.temporal import parse_instant
 MAX_ID_LENGTH = 255
 MAX_CONTENT_LENGTH = 500_000  # characters; PostgreSQL's tsvector is capped at 1 MB
 MAX_QUERY_LENGTH = 10_000
+MAX_METADATA_LENGTH = 100_000  # characters of the metadata's JSON text
 MEMORY_SOURCES = ("all", "ltm", "stm")
 
 
@@ -140,6 +143,10 @@ def metadata(value: object, field: str = "metadata") -> dict[str, Any]:
         raise ValidationError(field, f"not JSON-serialisable: {exc}") from None
     if "\\u0000" in text:
         raise ValidationError(field, "contains NUL characters")
+    if len(text) > MAX_METADATA_LENGTH:
+        raise ValidationError(
+            field, f"is {len(text):,} characters of JSON, more than the {MAX_METADATA_LENGTH:,} allowed"
+        )
     _encodable(text, field)
     return json.loads(text)
 
