@@ -395,8 +395,7 @@ def test_cli_lists_collections(store, db_url):
     def run(*args: str):
         return CliRunner().invoke(app, ["--embedder", "hashing", *args], env={"DATABASE_URL": db_url})
 
-    for i in range(10):
-        store.add(f"Car note {i}: tyres", user_id="cli", category="hobbies.cars")
+    ids = [store.add(f"Car note {i}: tyres", user_id="cli", category="hobbies.cars") for i in range(10)]
     r = run("collections", "--user", "cli")
     assert (
         r.exit_code == 0 and "no collections for user 'cli'" in r.stdout and "'hobbies' with 10" in r.stdout
@@ -404,6 +403,16 @@ def test_cli_lists_collections(store, db_url):
     run_jobs(store)
     r = run("collections", "--user", "cli")
     assert r.exit_code == 0 and "hobbies.cars" in r.stdout and "10" in r.stdout
+    # the notes now beside the notes at the last refresh: three deleted since, no refresh yet
+    for nid in ids[:3]:
+        store.delete(nid, user_id="cli")
+    with store.engine.connect() as conn:
+        info = {c.path: (c.note_count, c.memory_count) for c in list_collections(conn, "cli")}
+    assert info["hobbies.cars"] == (7, 10)
+    row = next(
+        line for line in run("collections", "--user", "cli").stdout.splitlines() if "hobbies.cars" in line
+    )
+    assert row.split("│")[2].strip() == "7" and row.split("│")[3].strip() == "10"
     assert "hobbies.cars" not in run("collections", "--user", "someone").stdout
     r = run("collections", "--user", " ")
     assert r.exit_code == 2 and "--user" in r.output

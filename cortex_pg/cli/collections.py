@@ -25,7 +25,8 @@ def collections_command(
     ctx: typer.Context,
     user: Annotated[str, typer.Option("--user", "-u", help="Tenant (user_id).")] = "default",
 ) -> None:
-    """List the smart collections of a user as a table (path, notes, description, refreshed at)."""
+    """List the smart collections of a user as a table (path, notes now, notes at the last
+    refresh, description, refreshed at)."""
     from cortex_pg.collections import category_counts, list_collections
     from cortex_pg.store import validation
 
@@ -41,9 +42,15 @@ def collections_command(
                 highlight=False,
             )
             return
-    table = Table("path", "notes", "description", "refreshed at", title=f"collections of {uid!r}")
+    table = Table(
+        "path", "notes", "at refresh", "description", "refreshed at", title=f"collections of {uid!r}"
+    )
     for c in found:
         table.add_row(
-            c.path, str(c.memory_count), c.description, c.refreshed_at.isoformat(timespec="seconds")
+            c.path,
+            str(c.note_count),
+            str(c.memory_count),
+            c.description,
+            c.refreshed_at.isoformat(timespec="seconds"),
         )
     console.print(table)

@@ -11,8 +11,11 @@ from datetime import datetime
 from sqlalchemy import Connection, text
 
 LIST = """
-SELECT path, description, query_helper, memory_count, source, created_at, refreshed_at
-FROM cortex.collections WHERE user_id = :user_id ORDER BY path
+SELECT c.path, c.description, c.query_helper, c.memory_count, c.source, c.created_at, c.refreshed_at,
+       coalesce(cc.note_count, 0) AS note_count
+FROM cortex.collections c
+LEFT JOIN cortex.category_counts cc ON cc.user_id = c.user_id AND cc.path = c.path
+WHERE c.user_id = :user_id ORDER BY c.path
 """
 
 CATEGORY_COUNTS = """
@@ -58,9 +61,12 @@ class CollectionInfo:
 
     Attributes:
         path: the category prefix (dot path).
-        memory_count: member notes at the last refresh.
+        memory_count: member notes at the last refresh (what the description and centroid
+            were made from).
         source: ``"llm"`` or ``"offline"`` (who wrote description and query_helper).
         created_at, refreshed_at: aware UTC.
+        note_count: member notes now (current long-term notes under the path, kept exact by
+            triggers; a refresh follows when it grew enough or a day passed, see the SQL).
     """
 
     path: str
@@ -70,6 +76,7 @@ class CollectionInfo:
     source: str
     created_at: datetime
     refreshed_at: datetime
+    note_count: int = 0
 
 
 @dataclass(frozen=True, slots=True)
