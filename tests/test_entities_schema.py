@@ -69,4 +69,7 @@ def test_cli_entities_lists_and_walks(store, db_url, monkeypatch):
     assert walked.exit_code == 0, walked.output
     assert "Carol" in walked.output and "Bob" in walked.output
     missing = runner.invoke(app, ["entities", "--user", "cli", "--entity", "Nobody"])
-    assert missing.exit_code == 1
+    assert missing.exit_code == 2 and "--entity: no entity 'Nobody'" in missing.stderr
+    assert (
+        runner.invoke(app, ["entities", "--user", "cli", "--entity", "alice", "--depth", "0"]).exit_code == 2
+    )

@@ -93,7 +93,7 @@ def test_cli_prints_a_key_once_lists_and_revokes(run, owner_engine):  # noqa: F8
     assert run("keys", "revoke", info["id"]).exit_code == 0
     assert keys.user_for_key(owner_engine, key) is None
     again = run("keys", "revoke", info["id"])
-    assert again.exit_code == 1 and "no working key" in again.stderr
+    assert again.exit_code == 2 and "no working key" in again.stderr
 
 
 def test_cli_errors_name_the_flag(run, owner_engine):  # noqa: F811

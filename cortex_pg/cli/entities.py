@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from cortex_pg.cli.common import console, handle_errors, open_store
+from cortex_pg.cli.common import console, err_console, handle_errors, open_store
 
 
 def register(app: typer.Typer) -> None:
@@ -27,7 +27,7 @@ def entities_command(
     entity: Annotated[
         str | None, typer.Option("--entity", "-e", help="Show this entity and its neighbours.")
     ] = None,
-    depth: Annotated[int, typer.Option("--depth", "-d", min=0, max=10, help="Hops from --entity.")] = 2,
+    depth: Annotated[int, typer.Option("--depth", "-d", min=1, max=10, help="Hops from --entity, 1-10.")] = 2,
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="Entities listed.")] = 50,
     history: Annotated[
         bool, typer.Option("--history", help="Include closed (no longer valid) facts.")
@@ -63,9 +63,11 @@ def _print_all(graph: Any, user: str, limit: int, history: bool) -> None:
 
 def _print_entity(graph: Any, user: str, name: str, depth: int, history: bool) -> None:
     record = graph.entity(user, name)
-    if record is None:
-        console.print(f"no entity {name!r} for user {user!r}")
-        raise typer.Exit(1)
+    if record is None:  # an error, as every other missing thing the CLI is asked for (exit 2)
+        err_console.print(
+            f"[red]error:[/red] --entity: no entity {name!r} for user {user!r}", highlight=False
+        )
+        raise typer.Exit(2)
     console.print(
         f"[bold]{record.name}[/bold] ({record.kind}): {record.frequency} notes, "
         f"first seen {record.first_seen.isoformat(timespec='seconds')}, "

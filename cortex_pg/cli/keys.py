@@ -125,6 +125,6 @@ def revoke(
     finally:
         engine.dispose()
     if not done:
-        err_console.print(f"[red]error:[/red] no working key with id {key_id}", highlight=False)
-        raise typer.Exit(1)
+        err_console.print(f"[red]error:[/red] KEY_ID: no working key with id {key_id}", highlight=False)
+        raise typer.Exit(2)
     console.print(f"revoked {key_id}", highlight=False)
