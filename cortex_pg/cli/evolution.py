@@ -49,7 +49,9 @@ def register(app: typer.Typer) -> None:
         poll_interval: float = typer.Option(2.0, help="seconds between polls when no NOTIFY arrives"),
         exit_when_idle: bool = typer.Option(False, "--exit-when-idle", help="stop when no job is ready"),
         database_url: str | None = typer.Option(None, "--database-url"),
-        embedder: str | None = typer.Option(None, "--embedder", help="minilm, openai or hashing"),
+        embedder: str | None = typer.Option(
+            None, "--embedder", help="minilm (offline, ONNX), minilm-torch, openai or hashing"
+        ),
     ) -> None:
         """Run evolution workers until interrupted (SIGINT / SIGTERM finish the current jobs)."""
         from cortex_pg.evolution.worker import Worker
