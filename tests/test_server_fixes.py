@@ -113,3 +113,32 @@ def test_the_cli_says_an_stm_loss_once():
     finally:
         embedded.stop(data)
         shutil.rmtree(data, ignore_errors=True)
+
+
+def test_writes_that_outlast_the_retries_are_503_busy_with_retry_after():
+    """A deadlock or serialization failure that outlasted the store's retries (nothing written)
+    is 503 ``busy`` with ``Retry-After``, so a client knows to send the request again; other
+    database errors stay 500."""
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    from cortex_pg.errors import DatabaseError
+    from cortex_pg.server import errors
+
+    tiny = FastAPI()
+    errors.install(tiny)
+
+    @tiny.get("/fail/{state}")
+    def fail(state: str) -> None:
+        raise DatabaseError("the database failed", state)
+
+    with TestClient(tiny, raise_server_exceptions=False) as c:
+        for state in ("40P01", "40001"):
+            r = c.get(f"/fail/{state}")
+            assert r.status_code == 503 and r.headers["retry-after"] == "1"
+            assert (
+                r.json()["error"]["type"] == "busy"
+                and "send the request again" in r.json()["error"]["message"]
+            )
+        r = c.get("/fail/XX000")
+        assert r.status_code == 500 and r.json()["error"]["type"] == "server_error"

@@ -21,6 +21,9 @@ no or unknown bearer key                       401    unauthorized
 :class:`~cortex_pg.errors.ReadOnlyError`       405    read_only
 :class:`~cortex_pg.errors.DatabaseUnavailableError`,
 :class:`~cortex_pg.errors.SchemaError`         503    unavailable
+:class:`~cortex_pg.errors.DatabaseError` of a  503    busy (``Retry-After: 1``)
+deadlock or serialization failure that
+outlasted the store's retries (40P01, 40001)
 any other error                                500    server_error
 =============================================  =====  ====================
 
@@ -40,8 +43,10 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from cortex_pg.errors import (
+    TRANSIENT_SQLSTATES,
     ConflictError,
     CortexPGError,
+    DatabaseError,
     DatabaseUnavailableError,
     NotFoundError,
     ReadOnlyError,
@@ -98,6 +103,8 @@ def error_body(
 
 def status_of(exc: CortexPGError) -> tuple[int, str]:
     """HTTP status and error type of a cortex_pg error (500 ``server_error`` when unmapped)."""
+    if isinstance(exc, DatabaseError) and exc.sqlstate in TRANSIENT_SQLSTATES:
+        return 503, "busy"  # conflicting writes outlasted the retries: the request may be sent again
     for cls, status, kind in STATUS:
         if isinstance(exc, cls):
             return status, kind
@@ -134,6 +141,14 @@ async def _cortex_error(request: Request, exc: CortexPGError) -> JSONResponse:
     status, kind = status_of(exc)
     if status >= 500:
         # the details (server names, SQL states) are for the operator's log, not the client
+        if kind == "busy":
+            log.warning(
+                "%s %s: conflicting writes outlasted the retries: %s", request.method, request.url.path, exc
+            )
+            reason = "conflicting writes outlasted the retries; nothing was written, send the request again"
+            return JSONResponse(
+                error_body(kind, None, reason), status_code=status, headers={"Retry-After": "1"}
+            )
         if status == 503:
             log.error("%s %s: database unavailable: %s", request.method, request.url.path, exc)
             reason = "the database is unavailable; try again later (details in the server's log)"
