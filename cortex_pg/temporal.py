@@ -246,8 +246,10 @@ def _next_year(year: int, field: str) -> datetime:
 def _bound(value: object, base: datetime, field: str, *, end: bool) -> datetime:
     if isinstance(value, datetime):
         return parse_instant(value, field)  # type: ignore[return-value]
+    if isinstance(value, date):  # a day, as "YYYY-MM-DD": an end includes the whole day
+        value = value.isoformat()
     if not isinstance(value, str):
-        raise ValidationError(field, f"expected an ISO 8601 string, got {value!r}")
+        raise ValidationError(field, f"expected an ISO 8601 string, a date or a datetime, got {value!r}")
     text = value.strip()
     if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
         day = parse_instant(text, field)

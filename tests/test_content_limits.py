@@ -107,6 +107,14 @@ def test_metadata_over_its_cap_names_metadata_and_stores_nothing(store):
         store.update(nid, user_id="meta", metadata={f"k{i}": i for i in range(20_000)})
     assert info.value.field == "metadata"
     assert store.count(user_id="meta") == 1 and store.get(nid, user_id="meta").metadata == near
+    # the cap holds for the merged result of an update too, which is rolled back
+    with pytest.raises(ValidationError) as info:
+        store.update(nid, user_id="meta", metadata={"more": "y" * 60_000})
+    assert info.value.field == "metadata" and "merged" in info.value.reason
+    assert store.get(nid, user_id="meta").metadata == near
+    # a where_filter is not stored: a long one is no metadata and has no such cap
+    ids = [f"00000000-0000-4000-8000-{i:012d}" for i in range(3_000)]
+    assert store.search("long metadata", user_id="meta", where_filter={"ref": {"$in": ids}}) == []
 
 
 def test_a_long_note_is_embedded_window_by_window(store):

@@ -377,3 +377,18 @@ def test_two_writes_of_several_batches_take_their_scope_locks_in_one_order(store
 
     assert out == {"first": 2, "second": 2}
     assert _deadlocks(caplog) == []
+
+
+def test_delete_where_of_a_session_waits_for_a_write_in_progress_there(store, caplog):
+    """A session with no STM rows (its notes long-term only): delete_where of it still takes its
+    scope lock first, so it waits for a write in progress in the session and then deletes that
+    note too. It used to lock only sessions with STM rows, and a write that filled the session
+    meanwhile could hold the lock while waiting for the delete's BM25 counter row."""
+    caplog.set_level(logging.INFO, logger="cortex_pg.db.retry")
+    store.add("a long-term note", user_id="u", session_id="s", to_stm=False, enqueue_evolution=False)
+
+    out = _race(store, {"u": "u", "s": "s"}, lambda: _write_to_scope(store),
+                lambda: store.delete_where(user_id="u", session_id="s"), hold=SCOPE_LOCK)  # fmt: skip
+
+    assert out == {"first": True, "second": 2}  # after the write, so its note went too
+    assert _deadlocks(caplog) == [] and store.count(user_id="u") == 0

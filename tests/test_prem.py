@@ -313,6 +313,14 @@ def test_update_delete_clear(ams):
     assert ams.read(nid).context == "a scoped update"
     with pytest.raises(ImmutableFieldError):
         ams.update(nid, session_id="another-session")
+    # one time under two names is an error, on add and on update
+    with pytest.raises(ValidationError) as err:
+        ams.add_note("two times", user_id="u", time="2024-01-01T00:00:00Z", timestamp="2025-01-01T00:00:00Z")
+    assert err.value.field == "timestamp"
+    with pytest.raises(ValidationError):
+        ams.update(nid, time="2024-01-01T00:00:00Z", timestamp="2025-01-01T00:00:00Z")
+    assert ams.update(nid, timestamp="2024-01-01T00:00:00Z") is True
+    assert ams.read(nid).timestamp.startswith("2024-01-01")
     other = ams.add_note("another", user_id="u", session_id="t")
     assert ams.clear_stm(user_id="u", session_id="s") == 1
     assert ams.search("second text", user_id="u", session_id="s", memory_source="stm") == []

@@ -99,6 +99,12 @@ def test_instants():
         parse_instant("01/02/2024 maybe")
     # a date is its midnight UTC, as the same date written as a string
     assert parse_instant(date(2024, 1, 1)) == parse_instant("2024-01-01") == d(2024, 1, 1)
+    # in a date_range window too, where a date end takes its whole day, as the string does
+    window = {"start": date(2024, 1, 1), "end": date(2024, 1, 31)}
+    assert parse_date_range(window, now=NOW) == parse_date_range(
+        {"start": "2024-01-01", "end": "2024-01-31"}, now=NOW
+    )
+    assert parse_date_range(window, now=NOW) == (d(2024, 1, 1), d(2024, 2, 1))
 
 
 def test_a_blank_date_range_names_the_reason():

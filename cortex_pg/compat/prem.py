@@ -253,6 +253,8 @@ class AgenticMemorySystem:
         if self._closed:
             raise ValidationError("system", "shutdown() was called; create a new AgenticMemorySystem")
         fields, metadata = self._split_kwargs(kwargs)
+        if time is not None and fields.get("timestamp") is not None:
+            raise ValidationError("timestamp", "give the note's time as time or timestamp, not both")
         when = time if time is not None else fields.pop("timestamp", None)
         fields.pop("timestamp", None)
         links = fields.pop("links", None)
@@ -361,7 +363,11 @@ class AgenticMemorySystem:
             return False
         links = kwargs.pop("links", None)
         if "timestamp" in kwargs:
-            kwargs["time"] = kwargs.pop("timestamp")
+            if kwargs.get("time") is not None and kwargs["timestamp"] is not None:
+                raise ValidationError("timestamp", "give the note's time as time or timestamp, not both")
+            stamp = kwargs.pop("timestamp")
+            if stamp is not None:
+                kwargs["time"] = stamp
         known = {"content", "keywords", "tags", "context", "category", "importance", "time", "session_id"}
         fields = {k: val for k, val in kwargs.items() if k in known}
         reprocess = "content" in fields and "keywords" not in fields and fields["content"] != current.content

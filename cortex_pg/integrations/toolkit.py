@@ -137,7 +137,9 @@ class Toolkit:
         """``{"context": text}``: :meth:`CortexMemory.build_context_for_task` of ``(user_id,
         scope)``, then ``"Relevant notes:"``, the 5 best notes of the user for the task among
         those the tools write (``add_note``: memory type ``note``, every session), 200
-        characters each, in the same ``"  • "`` lines. ``""`` when neither has anything."""
+        characters each, in the same ``"  • "`` lines (a note's line breaks and runs of spaces
+        become one space, so a note cannot start a line of its own). ``""`` when neither has
+        anything."""
         from cortex_pg.compat.calute import CortexMemory
         from cortex_pg.compat.calute.cortex import BULLET
 
@@ -156,7 +158,11 @@ class Toolkit:
             if found:
                 heading = "\nRelevant notes:" if text else "Relevant notes:"
                 text = "\n".join(
-                    [*([text] if text else []), heading, *(f"{BULLET}{r.note.content[:200]}" for r in found)]
+                    [
+                        *([text] if text else []),
+                        heading,
+                        *(f"{BULLET}{' '.join(r.note.content.split())[:200]}" for r in found),
+                    ]
                 )
         return {"context": text}
 

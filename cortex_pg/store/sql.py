@@ -62,12 +62,20 @@ FROM (SELECT n.user_id AS u, n.session_id AS s FROM cortex.notes n
       ORDER BY 1, 2) scopes
 """
 
-# the scope locks of the STM scopes of tenant :u (one session :s, or all when NULL), sorted
-LOCK_STM_SCOPES = """
-SELECT pg_advisory_xact_lock(hashtextextended(:u || chr(31) || s, 0))
-FROM (SELECT DISTINCT m.session_id AS s FROM cortex.stm_notes m
-      WHERE m.user_id = :u AND (CAST(:s AS text) IS NULL OR m.session_id = :s)
-      ORDER BY 1) scopes
+# the sessions of tenant :u in STM, and in LTM too when :src is 'all' (delete_where)
+USER_SESSIONS = """
+SELECT n.session_id FROM cortex.notes n WHERE n.user_id = :u AND :src = 'all'
+UNION
+SELECT m.session_id FROM cortex.stm_notes m WHERE m.user_id = :u
+ORDER BY 1
+"""
+
+# the size of a note's metadata as JSON text (characters), the larger of its two tiers
+METADATA_SIZE = """
+SELECT max(length(x.metadata::text)) FROM (
+    SELECT metadata FROM cortex.notes WHERE user_id = :user_id AND id = :id
+    UNION ALL
+    SELECT metadata FROM cortex.stm_notes WHERE user_id = :user_id AND id = :id) x
 """
 
 INSERT_NOTES = f"""
@@ -151,10 +159,12 @@ ORDER BY id FOR NO KEY UPDATE
 """
 LOCK_LTM_NOTES = LOCK_NOTES.format(table="cortex.notes")
 LOCK_STM_NOTES = LOCK_NOTES.format(table="cortex.stm_notes")
-# delete_where: the notes of a user (and session) in one tier, locked for the delete in that order
+# delete_where: the notes of a user (and session, or sessions :ss) in one tier, locked for the
+# delete in that order
 LOCK_SCOPE_FOR_DELETE = """
 SELECT id FROM {table}
 WHERE user_id = :u AND (CAST(:s AS text) IS NULL OR session_id = :s)
+  AND (CAST(:ss AS text[]) IS NULL OR session_id = ANY (CAST(:ss AS text[])))
 ORDER BY id FOR UPDATE
 """
 

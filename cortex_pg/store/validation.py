@@ -132,7 +132,9 @@ def string_list(value: object, field: str) -> list[str]:
     return out
 
 
-def metadata(value: object, field: str = "metadata") -> dict[str, Any]:
+def metadata(
+    value: object, field: str = "metadata", max_length: int | None = MAX_METADATA_LENGTH
+) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
@@ -143,9 +145,9 @@ def metadata(value: object, field: str = "metadata") -> dict[str, Any]:
         raise ValidationError(field, f"not JSON-serialisable: {exc}") from None
     if "\\u0000" in text:
         raise ValidationError(field, "contains NUL characters")
-    if len(text) > MAX_METADATA_LENGTH:
+    if max_length is not None and len(text) > max_length:
         raise ValidationError(
-            field, f"is {len(text):,} characters of JSON, more than the {MAX_METADATA_LENGTH:,} allowed"
+            field, f"is {len(text):,} characters of JSON, more than the {max_length:,} allowed"
         )
     _encodable(text, field)
     return json.loads(text)
@@ -235,7 +237,7 @@ def where_filter(value: object, field: str = "where_filter") -> dict[str, Any] |
         raise ValidationError(field, f"must be a dict, got {type(value).__name__}")
     if _depth(value) > MAX_FILTER_DEPTH:
         raise ValidationError(field, f"nested deeper than {MAX_FILTER_DEPTH} levels")
-    return metadata(value, field)
+    return metadata(value, field, max_length=None)  # JSON checks only: a filter is not stored
 
 
 MAX_FILTER_DEPTH = 32

@@ -626,6 +626,14 @@ class NoteWriter:
                     yield Query(
                         f"UPDATE {table} SET {set_sql} WHERE user_id = :user_id AND id = :id", params, "none"
                     )
+                if meta_patch is not None:  # the cap holds for the merged metadata too (rolled back)
+                    size = yield Query(sql.METADATA_SIZE, {"id": nid, "user_id": uid}, "scalar_one")
+                    if size is not None and size > validation.MAX_METADATA_LENGTH:
+                        raise ValidationError(
+                            "metadata",
+                            f"merged with the stored metadata it is {size:,} characters of JSON, more than "
+                            f"the {validation.MAX_METADATA_LENGTH:,} allowed",
+                        )
                 if new_links is not None:
                     yield WithConnection(lambda conn: note_links.replace_links(conn, uid, nid, new_links))
                 if vector is not None:
@@ -713,22 +721,35 @@ class NoteWriter:
         sid = validation.optional_scope_id(session_id, "session_id")
         source = validation.memory_source(memory_source)
         with translate_db_errors(), self.engine.begin() as conn:
-            if source in ("all", "stm"):  # the STM scopes' locks first (see LOCK_SCOPES)
-                conn.execute(text(sql.LOCK_STM_SCOPES), {"u": uid, "s": sid})
+            sessions = None
+            if source in ("all", "stm"):
+                # the scope locks first (see LOCK_SCOPES): the session's, or those of every session
+                # the user has now, and only those sessions are emptied (a session a concurrent
+                # write starts meanwhile is left to it, in both tiers)
+                sessions = (
+                    [sid]
+                    if sid is not None
+                    else list(conn.execute(text(sql.USER_SESSIONS), {"u": uid, "src": source}).scalars())
+                )
+                conn.execute(text(sql.LOCK_SCOPES), {"users": [uid] * len(sessions), "sessions": sessions})
+            params = {"u": uid, "s": sid, "src": source, "ss": sessions}
             # in the touching reads' lock order (LTM rows by id, then STM rows by id), not the plan's
             for tier, table in (("ltm", "cortex.notes"), ("stm", "cortex.stm_notes")):
                 if source in ("all", tier):
-                    conn.execute(text(sql.LOCK_SCOPE_FOR_DELETE.format(table=table)), {"u": uid, "s": sid})
+                    conn.execute(text(sql.LOCK_SCOPE_FOR_DELETE.format(table=table)), params)
             return conn.execute(
                 text(
                     "WITH l AS (DELETE FROM cortex.notes WHERE :src IN ('all','ltm') AND user_id = :u "
-                    "  AND (CAST(:s AS text) IS NULL OR session_id = :s) RETURNING id, merged_into), "
+                    "  AND (CAST(:s AS text) IS NULL OR session_id = :s) "
+                    "  AND (CAST(:ss AS text[]) IS NULL OR session_id = ANY (CAST(:ss AS text[]))) "
+                    "  RETURNING id, merged_into), "
                     "st AS (DELETE FROM cortex.stm_notes WHERE :src IN ('all','stm') AND user_id = :u "
-                    "  AND (CAST(:s AS text) IS NULL OR session_id = :s) RETURNING id) "
+                    "  AND (CAST(:s AS text) IS NULL OR session_id = :s) "
+                    "  AND (CAST(:ss AS text[]) IS NULL OR session_id = ANY (CAST(:ss AS text[]))) RETURNING id) "
                     "SELECT count(*) FROM (SELECT id FROM l WHERE merged_into IS NULL "
                     "UNION SELECT id FROM st) x"
                 ),
-                {"u": uid, "s": sid, "src": source},
+                params,
             ).scalar_one()
 
 
