@@ -707,6 +707,10 @@ class NoteWriter:
     ) -> int:
         """Delete every note of a user (and session, when given) in the chosen tiers.
 
+        It waits for writes in progress in those sessions, then empties them; with ``all`` or
+        ``stm`` and no ``session_id``, a session that a concurrent write starts after the call
+        began is left to that write (in both tiers).
+
         Args:
             user_id: the tenant (None = ``"default"``; never "everyone").
             session_id: restrict to one session; None = all of the user's sessions.
