@@ -119,8 +119,8 @@ def reciprocal(link: Link) -> Link:
 def parse_links(source: uuid.UUID, links: Mapping[Any, Any], field: str = "links") -> list[Link]:
     """Validate ``{target_id: {"type", "strength", "reason"}}`` into forward links from ``source``.
 
-    Missing keys (or None) default to type ``"related"``, strength 0.5, no reason. Types are lower-cased
-    ("Supports" is "supports").
+    Missing keys (or None) default to type ``"related"``, strength 0.5, no reason. Types are
+    lower-cased ("Supports" is "supports").
 
     Raises:
         ValidationError: not a mapping, a target is not a UUID or is ``source`` itself, a type is

@@ -111,9 +111,10 @@ class ShortTermMemory(ShelfBacked):
         the item's neighbours, see README "How search scores"). The scale is relative to the
         candidates: the best scores near 1 and the weakest 0, so with few items (two that both
         match, say) the second scores 0 however close it is, and any ``min_relevance`` above 0
-        leaves it out. Items below ``min_relevance`` are left out (calute returned them). A blank query returns the newest items, each
-        with relevance 1.0 (as calute, where "" matches everything). Returned items count as
-        accessed (``access_count`` + 1; they become most recently used).
+        leaves it out. Items below ``min_relevance`` are left out (calute returned them). A
+        blank query returns the newest items, each with relevance 1.0 (as calute, where ""
+        matches everything). Returned items count as accessed (``access_count`` + 1; they
+        become most recently used).
 
         Args:
             filters: where_filter on item fields and metadata keys (``{"agent_id": "x"}``);
