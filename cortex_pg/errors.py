@@ -133,7 +133,16 @@ _CALLER_FIELDS = {"created_at": "time", "tsv": "content", "content_hash": "conte
 
 
 class ConflictError(DatabaseError):
-    """A unique or exclusion constraint refused the write (SQLSTATE 23505 / 23P01)."""
+    """A unique or exclusion constraint refused the write (SQLSTATE 23505 / 23P01).
+
+    Attributes:
+        field: the caller's field the conflict is about (``content``: another note of the
+            session has that text; ``id``: the note id is taken), or None when unknown.
+    """
+
+    def __init__(self, message: str, sqlstate: str | None = None, *, field: str | None = None) -> None:
+        self.field = field
+        super().__init__(message, sqlstate)
 
 
 class ServerError(CortexPGError):
@@ -216,6 +225,7 @@ def translate_db_errors(field: str = "input") -> Iterator[None]:
                 "content: another note of this user and session already has this content "
                 "(notes are deduplicated by content per session)",
                 sqlstate,
+                field="content",
             ) from exc
         if sqlstate in ("23505", "23P01"):
             raise ConflictError(primary, sqlstate) from exc
@@ -225,7 +235,9 @@ def translate_db_errors(field: str = "input") -> Iterator[None]:
             and constraint.endswith("_user_id_id_note_ids")
         ):
             # the id registry refused: the note id is registered to another tenant
-            raise ConflictError(f"a note id is already used by another tenant ({primary})", sqlstate) from exc
+            raise ConflictError(
+                f"a note id is already used by another tenant ({primary})", sqlstate, field="id"
+            ) from exc
         if sqlstate and sqlstate[:2] in ("22", "23", "54"):
             column = getattr(diag, "column_name", None)
             raise ValidationError(_CALLER_FIELDS.get(column, column) if column else field, primary) from exc

@@ -223,6 +223,7 @@ def test_bad_bodies_and_patches_name_the_field(client, alice):  # noqa: F811
         assert r.status_code == 422 and r.json()["error"]["field"] == field, r.text
     conflict = client.patch(f"/notes/{other}", json={"content": "a note"}, headers=alice)
     assert conflict.status_code == 409 and conflict.json()["error"]["type"] == "conflict"
+    assert conflict.json()["error"]["field"] == "content"  # the field the conflict is about
     assert client.get(f"/notes/{other}", headers=alice).json()["content"] == "another note"
     assert client.put("/notes", headers=alice).status_code == 405
 

@@ -134,6 +134,8 @@ def _field_of_cortex(exc: CortexPGError) -> tuple[str | None, str]:
         return exc.field, exc.reason
     if isinstance(exc, NotFoundError):
         return _NOT_FOUND_FIELDS.get(exc.kind), str(exc)
+    if isinstance(exc, ConflictError):
+        return exc.field, str(exc)
     return None, str(exc)
 
 

@@ -498,7 +498,9 @@ class NoteWriter:
         owner = {str(n.id): n.user_id for n in notes}
         for row in taken:
             if row.user_id != owner[str(row.id)]:
-                raise ConflictError(f"note id {row.id} is already used by another tenant", "23505")
+                raise ConflictError(
+                    f"note id {row.id} is already used by another tenant", "23505", field="id"
+                )
 
     def _index_entities(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
         from cortex_pg.entities.extract import extract
@@ -531,7 +533,7 @@ class NoteWriter:
         for note in lost:
             key = (note.user_id, note.session_id, note.content_hash)
             if key not in by_key:
-                raise ConflictError(f"a note with id {note.id} already exists", "23505")
+                raise ConflictError(f"a note with id {note.id} already exists", "23505", field="id")
             remap[str(note.id)] = by_key[key]
         return [remap.get(i, i) for i in ids]
 

@@ -98,7 +98,8 @@ class Shelf:
             # another memory_type in this session (or was evicted in the same instant)
             raise ConflictError(
                 f"the text is already stored in session {self.session_id!r} as note {nid}, "
-                f"which is not a {self.memory_type!r} item"
+                f"which is not a {self.memory_type!r} item",
+                field="content",
             )
         return note
 
