@@ -112,6 +112,11 @@ async def _session(client: Client) -> None:
 
     # typed errors become tool errors naming the field, never a stack trace
     assert "limit" in _error(await client.call_tool("search", {"query": "x", "limit": 99}))
+    # an argument the schema does not name is refused (a misspelt filter is not dropped)
+    assert tools["search"].input_schema["additionalProperties"] is False
+    assert "where_fliter" in _error(
+        await client.call_tool("search", {"query": "x", "where_fliter": {"tags": {"$contains": "work"}}})
+    )
     assert "ValidationError: date_range: " in _error(
         await client.call_tool("search", {"query": "x", "date_range": "not a date at all"})
     )

@@ -5,8 +5,8 @@ Tools, each with the JSON schema of its argument model (:mod:`cortex_pg.integrat
 user_id, session_id), ``read``, ``update``, ``delete``, ``get_entity_info``,
 ``get_related_entities``, ``linked_notes`` and ``build_context_for_task``. A typed cortex_pg
 error becomes a tool error (``isError``) whose text is the error's class and message, naming
-the field (``ValidationError: limit: ...``); arguments that break the schema are refused by the
-SDK the same way, naming the argument. Nothing else of a failure (no stack trace) reaches the
+the field (``ValidationError: limit: ...``); arguments that break the schema, unknown ones
+among them, are refused by the SDK the same way, naming the argument. Nothing else of a failure (no stack trace) reaches the
 client; it is logged on the server's stderr.
 
 Transports: stdio (``cortex-pg mcp``) and streamable HTTP (``cortex-pg mcp --http PORT``,
@@ -21,7 +21,8 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel
+from mcp.server.mcpserver.tools import Tool
+from pydantic import BaseModel, ConfigDict
 
 from cortex_pg.errors import CortexPGError
 from cortex_pg.integrations.schemas import (
@@ -75,7 +76,6 @@ def build_server(toolkit: Toolkit | None = None, *, name: str = "cortex-pg") -> 
         ``.run("streamable-http", host=..., port=...)``.
     """
     kit = toolkit or Toolkit()
-    server: MCPServer = MCPServer(name, instructions=INSTRUCTIONS)
     tools: list[tuple[str, type[BaseModel], Callable[[Any], Awaitable[dict[str, Any]]]]] = [
         ("add_note", AddNoteArgs, kit.aadd_note),
         ("search", SearchArgs, kit.asearch),
@@ -87,9 +87,28 @@ def build_server(toolkit: Toolkit | None = None, *, name: str = "cortex-pg") -> 
         ("linked_notes", LinkedNotesArgs, kit.alinked_notes),
         ("build_context_for_task", BuildContextArgs, kit.abuild_context_for_task),
     ]
-    for tool_name, model, call in tools:
-        server.add_tool(_tool(model, call, tool_name), name=tool_name, description=inspect.getdoc(model))
-    return server
+    return MCPServer(
+        name,
+        instructions=INSTRUCTIONS,
+        tools=[
+            _strict(Tool.from_function(_tool(m, call, n), name=n, description=inspect.getdoc(m)))
+            for n, m, call in tools
+        ],
+    )
+
+
+def _strict(tool: Tool) -> Tool:
+    """``tool`` refusing arguments its schema does not name (the SDK's argument model, built from
+    the function's signature, drops them; a misspelt ``where_fliter`` would be a search without
+    its filter): the schema says ``additionalProperties: false`` and the model forbids extras,
+    so the call is a tool error naming the argument, as over HTTP and in LangChain."""
+    base = tool.fn_metadata.arg_model
+    config = ConfigDict(**{**base.model_config, "extra": "forbid"})
+    tool.fn_metadata.arg_model = type(
+        base.__name__, (base,), {"model_config": config, "__module__": __name__}
+    )
+    tool.parameters = {**tool.parameters, "additionalProperties": False}
+    return tool
 
 
 def serve(http_port: int | None = None, *, host: str = "127.0.0.1", toolkit: Toolkit | None = None) -> None:
