@@ -117,6 +117,34 @@ def test_short_term_save_retrieve_update_delete_clear(stm):
     assert len(stm) == 0
 
 
+def test_short_term_save_survives_a_clear_between_its_write_and_its_read(stm, monkeypatch):
+    from cortex_pg.compat.calute.shelf import Shelf
+
+    real_get = Shelf.get
+    cleared = []
+
+    def get_after_a_concurrent_clear(self, memory_id, *, touch=False):
+        if not cleared:  # another caller's clear commits between the save's two transactions
+            cleared.append(True)
+            ShortTermMemory(capacity=3, store=self.store, user_id="u", session_id="s").clear()
+        return real_get(self, memory_id, touch=touch)
+
+    monkeypatch.setattr(Shelf, "get", get_after_a_concurrent_clear)
+    item = stm.save("saved while another agent clears")
+    assert cleared and item.content == "saved while another agent clears"
+    assert [i.content for i in stm.get_recent(5)] == ["saved while another agent clears"]
+
+
+def test_save_of_text_another_store_of_the_session_holds_is_a_conflict(store):
+    from cortex_pg import ConflictError
+    from cortex_pg.compat.calute.shelf import Shelf
+
+    Shelf(store, "u", "s", "ltm", "episodic").add("shared wording", None)
+    with pytest.raises(ConflictError) as err:
+        Shelf(store, "u", "s", "ltm", "semantic").add("shared wording", None)
+    assert err.value.field == "content" and "not a 'semantic' item" in str(err.value)
+
+
 def test_short_term_capacity_is_lru_and_recent_is_chronological(stm):
     a = stm.save("alpha item")
     stm.save("beta item")

@@ -80,28 +80,44 @@ class Shelf:
         Raises:
             ValidationError: bad content, metadata or importance (nothing stored).
         """
-        nid = self.store.add(
-            content,
-            user_id=self.user_id,
-            session_id=self.session_id,
-            metadata=metadata,
-            importance=importance,
-            memory_type=self.memory_type,
-            time=time,
-            to_stm=self.tier == "stm",
-            to_ltm=self.tier == "ltm",
-            stm_capacity=self.capacity,
-        )
-        note = self.get(nid)
-        if note is None:
-            # the store deduplicates by (scope, content): this text is already a note of
-            # another memory_type in this session (or was evicted in the same instant)
-            raise ConflictError(
-                f"the text is already stored in session {self.session_id!r} as note {nid}, "
-                f"which is not a {self.memory_type!r} item",
-                field="content",
+        # (the add and the read are two transactions: a concurrent clear, delete or eviction
+        # may remove the item between them; the save is then taken as made after it, again)
+        for _attempt in range(3):
+            nid = self.store.add(
+                content,
+                user_id=self.user_id,
+                session_id=self.session_id,
+                metadata=metadata,
+                importance=importance,
+                memory_type=self.memory_type,
+                time=time,
+                to_stm=self.tier == "stm",
+                to_ltm=self.tier == "ltm",
+                stm_capacity=self.capacity,
             )
-        return note
+            note = self.get(nid)
+            if note is not None:
+                return note
+            if self._stored_elsewhere(nid):
+                # the store deduplicates by (scope, content): this text is already a note of
+                # another memory_type or tier in this session
+                raise ConflictError(
+                    f"the text is already stored in session {self.session_id!r} as note {nid}, "
+                    f"which is not a {self.memory_type!r} item of this store",
+                    field="content",
+                )
+        raise ConflictError(
+            "the item was removed by a concurrent delete, clear or eviction each time it was saved "
+            "(3 attempts)",
+            field="content",
+        )
+
+    def _stored_elsewhere(self, nid: uuid.UUID) -> bool:
+        """Whether note ``nid`` of this user exists in either tier (not merged away)."""
+        with translate_db_errors(), self.store.engine.begin() as conn:
+            return bool(
+                conn.execute(text(sql.STORED_ANYWHERE), {"user_id": self.user_id, "id": nid}).scalar()
+            )
 
     def update(self, memory_id: object, updates: Mapping[str, Any]) -> Note | None:
         """Apply calute-style updates: ``content``, ``metadata`` (merged), ``importance``; any

@@ -81,6 +81,13 @@ SELECT t.* FROM top t CROSS JOIN touched ORDER BY t.ltm_score DESC, t.id
 """
 )
 
+# whether a note id of the user is stored in either tier (a save whose item is not on its shelf:
+# a duplicate of another store's item, or removed by a concurrent delete)
+STORED_ANYWHERE = (
+    "SELECT EXISTS (SELECT 1 FROM cortex.notes WHERE user_id = :user_id AND id = :id AND merged_into IS NULL)"
+    " OR EXISTS (SELECT 1 FROM cortex.stm_notes WHERE user_id = :user_id AND id = :id)"
+)
+
 LOCK_SCOPE = "SELECT pg_advisory_xact_lock(hashtextextended(:user_id || chr(31) || :session_id, 0))"
 
 # calute's cleanup, in one statement so that its row locks are taken in one pass, in id order:
