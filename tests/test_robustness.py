@@ -30,7 +30,7 @@ from cortex_pg.store import MemoryStore
         ({"content": "ok", "user_id": "   "}, "user_id"),
         ({"content": "ok", "user_id": "\u200b"}, "user_id"),
         ({"content": "ok", "category": "a.\x7fb"}, "category"),
-        ({"content": "ok", "keywords": ["bell\x07"]}, "keywords"),
+        ({"content": "ok", "keywords": ["bell\x07"]}, "keywords[0]"),
         ({"content": "ok", "metadata": {"k": "\udfff"}}, "metadata"),
     ],
 )

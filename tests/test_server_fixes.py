@@ -40,6 +40,17 @@ def test_a_repeated_query_parameter_is_refused(client, alice):  # noqa: F811
     assert client.get("/notes?limit=1", headers=alice).status_code == 200
 
 
+def test_a_bad_link_is_named_by_its_target_id(client, alice):  # noqa: F811
+    a = client.post("/notes", json={"content": "Alice likes tea"}, headers=alice).json()["id"]
+    b = client.post("/notes", json={"content": "Alice brews oolong"}, headers=alice).json()["id"]
+    r = client.patch(f"/notes/{a}", json={"links": {b: {"strength": 1.5}}}, headers=alice)
+    assert r.status_code == 422 and r.json()["error"]["field"] == f"links[{b!r}].strength"
+    missing = str(uuid.uuid4())
+    r = client.patch(f"/notes/{a}", json={"links": {missing: {"strength": 0.5}}}, headers=alice)
+    assert r.status_code == 422 and r.json()["error"]["field"] == f"links[{missing!r}]"
+    assert client.get(f"/notes/{a}/links", headers=alice).json()["links"] == []  # nothing written
+
+
 def test_post_notes_new_existing_and_taken_id(client, alice):  # noqa: F811
     first = client.post("/notes", json={"content": "Alice likes tea", "session_id": "s"}, headers=alice)
     assert first.status_code == 201

@@ -362,3 +362,16 @@ def test_touch_notes_counts_one_tier_or_both_and_stays_in_its_tenant(store):
     with pytest.raises(Exception) as err:
         touch("u", [a], "both")
     assert isinstance(err.value.orig, psycopg.errors.InvalidParameterValue)
+
+
+def test_a_bad_tag_or_keyword_is_named_by_its_position(store):
+    with pytest.raises(ValidationError) as err:
+        store.add("tea notes", user_id="u", tags=["ok", "bad\x00tag"])
+    assert err.value.field == "tags[1]" and "NUL" in err.value.reason
+    with pytest.raises(ValidationError) as err:
+        store.add("tea notes", user_id="u", keywords=["tea", 7])
+    assert err.value.field == "keywords[1]" and "int" in err.value.reason
+    with pytest.raises(ValidationError) as err:
+        store.add_many([{"content": "a"}, {"content": "b", "tags": [None]}], user_id="u")
+    assert err.value.field.endswith("tags[0]") and err.value.field.startswith("items[1]")
+    assert store.stats(user_id="u")["ltm_notes"] == 0  # nothing stored

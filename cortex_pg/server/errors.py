@@ -111,17 +111,27 @@ def status_of(exc: CortexPGError) -> tuple[int, str]:
     return 500, "server_error"
 
 
+# body fields that are JSON objects keyed by the caller's values (a note id per link)
+_KEYED_FIELDS = {"links"}
+
+
 def field_of(loc: Sequence[Any]) -> str:
     """A pydantic error location as the caller's field name: ``("body", "tags", 0)`` -> ``tags[0]``,
-    ``("query", "limit")`` -> ``limit``; the body itself (missing or not JSON) -> ``body``."""
+    ``("body", "links", "<id>", "strength")`` -> ``links['<id>'].strength``, ``("query", "limit")``
+    -> ``limit``; the body itself (missing or not JSON) -> ``body``."""
     parts = list(loc)
     if parts and parts[0] in _LOCATIONS:
         head = parts.pop(0)
         if not parts or (head == "body" and isinstance(parts[0], int)):
             return "body"  # the body is missing, or not JSON (the int is a position)
     out = ""
-    for p in parts:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    for i, p in enumerate(parts):
+        if isinstance(p, int):
+            out += f"[{p}]"
+        elif i > 0 and parts[i - 1] in _KEYED_FIELDS and isinstance(parts[i - 1], str):
+            out += f"[{p!r}]"
+        else:
+            out += f".{p}" if out else str(p)
     return out or "body"
 
 

@@ -118,15 +118,15 @@ def string_list(value: object, field: str) -> list[str]:
     if isinstance(value, str) or not isinstance(value, Iterable):
         raise ValidationError(field, "must be a list of strings")
     out: list[str] = []
-    for item in value:
+    for i, item in enumerate(value):
         if not isinstance(item, str):
-            raise ValidationError(field, f"items must be strings, got {type(item).__name__}")
+            raise ValidationError(f"{field}[{i}]", f"must be a string, got {type(item).__name__}")
         item = item.strip()
         if not item:
             continue
         if _has_control(item):
-            raise ValidationError(field, f"{item!r} contains NUL or control characters")
-        _encodable(item, field)
+            raise ValidationError(f"{field}[{i}]", f"{item!r} contains NUL or control characters")
+        _encodable(item, f"{field}[{i}]")
         if item not in out:
             out.append(item)
     return out
