@@ -64,6 +64,28 @@ def test_recency_wins_with_temporal_weight(minilm_store):
 
 
 @pytest.mark.model
+def test_notes_of_any_age_have_a_recency(store):
+    """An old note among the candidates: exp(-age_days / 7) is below float8's range between about
+    14 and 113 years of age; the search scores it 0 instead of raising."""
+    from sqlalchemy import text
+
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+    ages = {"last week": 7, "in 2011": 5_500, "in 1990": 13_300, "in 1900": 46_000}
+    for label, days in ages.items():
+        store.add(f"budget meeting {label}", user_id="u", time=now - timedelta(days=days))
+    for weight in (0.0, 0.5):
+        results = store.search("budget meeting", user_id="u", now=now, temporal_weight=weight, touch=False)
+        recency = {r.content.removeprefix("budget meeting "): r.recency_score for r in results}
+        assert set(recency) == set(ages)
+        assert recency["last week"] == pytest.approx(2.718281828**-1, rel=1e-6)
+        assert recency["in 2011"] == recency["in 1990"] == recency["in 1900"] == 0
+    with store.engine.connect() as conn:  # plain SQL, the function's default now()
+        rows = conn.execute(
+            text("SELECT recency_score FROM cortex.search_notes('u', NULL, 'budget', 10)")
+        ).all()
+    assert len(rows) == 4 and min(r.recency_score for r in rows) == 0
+
+
 def test_date_window(minilm_store):
     results = minilm_store.search(
         "anything", user_id="u", now=NOW, date_from=NOW - timedelta(days=21), date_to=NOW - timedelta(days=2)
