@@ -65,6 +65,27 @@ def test_an_earlier_note_inserted_later_updates_its_successors_context(store):
     )
 
 
+def test_a_new_time_moves_a_note_and_the_contexts_follow(store):
+    a = store.add("we planned the trip", user_id="u", session_id="s", time="2024-01-01T10:00:00Z")
+    b = store.add("we chose Lisbon", user_id="u", session_id="s", time="2024-01-01T11:00:00Z")
+    c = store.add("then we booked the hotel", user_id="u", session_id="s", time="2024-01-01T12:00:00Z")
+    emb = store.embedder.embed
+    store.update(c, user_id="u", time="2024-01-01T09:00:00Z")  # c, a, b
+    assert _context_vector(store, c) is None  # now the first note of its session
+    assert np.allclose(
+        _context_vector(store, a), emb(["then we booked the hotel\nwe planned the trip"])[0], atol=1e-6
+    )
+    assert np.allclose(_context_vector(store, b), emb(["we planned the trip\nwe chose Lisbon"])[0], atol=1e-6)
+    store.update(a, user_id="u", time="2024-01-01T13:00:00Z", content="we planned the holiday")  # c, b, a
+    assert np.allclose(
+        _context_vector(store, b), emb(["then we booked the hotel\nwe chose Lisbon"])[0], atol=1e-6
+    )
+    assert np.allclose(
+        _context_vector(store, a), emb(["we chose Lisbon\nwe planned the holiday"])[0], atol=1e-6
+    )
+    assert _context_vector(store, c) is None
+
+
 def test_context_embeddings_can_be_turned_off(db_url):
     with MemoryStore.open(
         db_url, embedder=HashingEmbedder(), auto_migrate=False, context_embeddings=False

@@ -97,3 +97,49 @@ def test_backfill_resumes_and_drop(db_url):
     assert r.drop_model(s.engine, "hashing-other") == 30 + 29  # texts, and contexts of all but the first note
     assert [m["model"] for m in r.models(s.engine)] == ["hashing-384"]
     s.close()
+
+
+def test_notes_changed_during_the_backfill_are_embedded_again_by_the_new_model(db_url):
+    """Writes of the running application (active model) between the back-fill and activate: a
+    changed text, a note inserted before another, a deleted predecessor. Every new-model row is
+    then the note as it is at activation, text and context."""
+    import numpy as np
+
+    old = MemoryStore.open(db_url, embedder=HashingEmbedder(384), auto_migrate=False)
+    u = "u"
+    a = old.add("Alice: did you see the eclipse?", user_id=u, session_id="c", time="2024-04-08T10:00:00Z")
+    b = old.add("Bob: yes, it was amazing", user_id=u, session_id="c", time="2024-04-08T10:02:00Z")
+    c = old.add("Bob: the sky was clear", user_id=u, session_id="c", time="2024-04-08T10:03:00Z")
+    d = old.add("Alice: and then lunch", user_id=u, session_id="c", time="2024-04-08T10:04:00Z")
+    new = HashingEmbedder(128, name="hashing-128")
+    r.prepare(old.engine, new)
+    assert r.backfill(old.engine, new) == 4
+    old.update(a, user_id=u, content="Alice: the submarine dove into the trench")
+    old.add("Alice: hi Bob", user_id=u, session_id="c", time="2024-04-08T09:00:00Z")  # before a
+    old.delete(c, user_id=u)  # d now follows b
+    old.update(b, user_id=u, time="2024-04-08T10:05:00Z")  # a, d, b
+    r.activate(old.engine, new)
+    old.close()
+    with old.engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT n.id::text AS id, e.kind, e.embedding::text AS v FROM cortex.embeddings e "
+                "JOIN cortex.notes n ON n.user_id = e.user_id AND n.id = e.note_id "
+                "WHERE e.model = :m AND e.window_no = 0"
+            ),
+            {"m": new.name},
+        ).all()
+    stored = {(row.id, row.kind): np.array([float(x) for x in row.v.strip("[]").split(",")]) for row in rows}
+    texts = {
+        a: "Alice: the submarine dove into the trench",
+        d: "Alice: and then lunch",
+        b: "Bob: yes, it was amazing",
+    }
+    first = "Alice: hi Bob"
+    expected_context = {a: f"{first}\n{texts[a]}", d: f"{texts[a]}\n{texts[d]}", b: f"{texts[d]}\n{texts[b]}"}
+    for nid, content in texts.items():
+        assert np.allclose(stored[(nid, "text")], new.embed([content])[0], atol=1e-6), content
+        assert np.allclose(stored[(nid, "context")], new.embed([expected_context[nid]])[0], atol=1e-6), (
+            content
+        )
+    assert len(stored) == 2 * 3 + 1  # the first note has a text row and no context row

@@ -14,6 +14,11 @@ then switch in one transaction.
 3. :func:`activate` catches up notes written since, re-embeds the STM rows (one inline
    embedding each), and makes the new model the active one, all in one transaction.
 
+A write that changes a note's embeddings of the active model (its text, or its context: a note
+inserted before it, its predecessor deleted, its time changed) deletes the note's rows of every
+other model (``store.sql.DROP_INACTIVE_MODEL_ROWS``), so steps 2 and 3 find it missing and embed
+it again as it now is.
+
 Processes still running with the old embedder keep searching the old embeddings (kept until
 :func:`drop_model`); notes they write afterwards get old-model vectors only, so restart
 writers with the new model and run the back-fill again (it is idempotent).

@@ -293,6 +293,18 @@ WHERE e.user_id = :user_id AND e.note_id = ANY (CAST(:ids AS uuid[])) AND e.mode
   AND e.kind = 'context' AND e.window_no = 0
 """
 
+# The rows of every other model of notes :ids (tenant :user_id), deleted when the note's
+# embeddings of :model change and :model is the active one: a model being back-filled
+# (cortex_pg.store.reembed) then lacks the note's rows, so its back-fill and its activation
+# write them again from the note as it now is, instead of keeping rows of an older text or
+# context. A write of an inactive model (a back-fill, a process still running the old model
+# after a switch) deletes nothing.
+DROP_INACTIVE_MODEL_ROWS = """
+DELETE FROM cortex.embeddings e
+WHERE e.user_id = :user_id AND e.note_id = ANY (CAST(:ids AS uuid[])) AND e.model <> :model
+  AND EXISTS (SELECT 1 FROM cortex.embedding_models m WHERE m.model = :model AND m.active)
+"""
+
 INSERT_CONTEXT_EMBEDDINGS = """
 INSERT INTO cortex.embeddings (user_id, note_id, model, kind, window_no, session_id, embedding)
 SELECT r.user_id, r.id, :model, 'context', 0, r.session_id, CAST(r.embedding AS vector)

@@ -19,6 +19,7 @@ from cortex_pg.embeddings.base import Embedder
 from cortex_pg.embeddings.windows import text_windows, window_chars
 from cortex_pg.store.copying import can_copy, copy_embeddings
 from cortex_pg.store.rows import vector_literal
+from cortex_pg.store.sql import DROP_INACTIVE_MODEL_ROWS
 
 UPSERT_WINDOWS = """
 INSERT INTO cortex.embeddings (user_id, note_id, model, kind, window_no, session_id, embedding)
@@ -105,4 +106,10 @@ def write_text_embeddings(
     if replace:
         counts = [{"user_id": n.user_id, "id": n.id, "n": len(n.vectors)} for n in notes]
         conn.execute(text(DELETE_STALE_WINDOWS), {"counts": json.dumps(counts), "model": model})
+        # the other models' rows of a changed note go (store.sql.DROP_INACTIVE_MODEL_ROWS)
+        by_user: dict[str, list[str]] = {}
+        for n in notes:
+            by_user.setdefault(n.user_id, []).append(n.id)
+        for user, ids in sorted(by_user.items()):  # one statement per tenant (one shard on Citus)
+            conn.execute(text(DROP_INACTIVE_MODEL_ROWS), {"user_id": user, "ids": ids, "model": model})
     return len(rows)

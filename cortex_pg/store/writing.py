@@ -616,6 +616,7 @@ class NoteWriter:
             )
             params["meta_patch"] = json.dumps(keep)
             params["meta_drop"] = drop
+        moved = "created_at" in sets and sets["created_at"] != current.created_at
         if assignments or new_links is not None:
             assignments.append("updated_at = now()")
             set_sql = ", ".join(assignments)
@@ -624,6 +625,9 @@ class NoteWriter:
                 locked = yield Query(sql.LOCK_NOTE_FOR_UPDATE, {"id": nid, "user_id": uid}, "first")
                 if locked is not None and locked.merged_into is not None:
                     raise MergedNoteError(str(nid), str(locked.merged_into))
+                # a new time moves a long-term note within its session: the note, the note that
+                # followed it and the one it now precedes get the context of their new places
+                left = (yield Query(sql.NEXT_IN_SESSION, {"id": nid, "u": uid}, "first")) if moved else None
                 for table in ("cortex.notes", "cortex.stm_notes"):
                     yield Query(
                         f"UPDATE {table} SET {set_sql} WHERE user_id = :user_id AND id = :id", params, "none"
@@ -651,7 +655,16 @@ class NoteWriter:
                         {"v": lit, "user_id": uid, "id": nid, "m": self.embedder.name},
                         "none",
                     )
-                    yield from self._write_context_embeddings([uid], [str(nid)])
+                    if not moved:  # (a moved note's context is written below)
+                        yield from self._write_context_embeddings([uid], [str(nid)])
+                if moved and locked is not None:
+                    placed = [str(nid)] + ([str(left.id)] if left is not None else [])
+                    yield Query(
+                        sql.DELETE_CONTEXT_EMBEDDINGS,
+                        {"user_id": uid, "ids": placed, "model": self.embedder.name},
+                        "none",
+                    )
+                    yield from self._write_context_embeddings([uid] * len(placed), placed)
 
             yield Transaction(body())
         return (yield from plan_of(self.get, nid, user_id=uid))
@@ -844,11 +857,23 @@ def context_embeddings(
         targets = []
         for user, user_ids in sorted(by_user.items()):
             targets += yield Query(sql.CONTEXT_TEXTS, {"user_id": user, "ids": user_ids})
+    fresh = {(u, str(i)) for u, i in zip(users, ids, strict=True)} if new else set()
+    # stored notes whose context may have changed (given, or following one given) lose their
+    # rows of other models (sql.DROP_INACTIVE_MODEL_ROWS)
+    changed: dict[str, set[str]] = {}
+    for user, nid in [*zip(users, ids, strict=True), *((t.user_id, t.id) for t in targets)]:
+        if (user, str(nid)) not in fresh:
+            changed.setdefault(user, set()).add(str(nid))
+    for user, user_ids in sorted(changed.items()):
+        yield Query(
+            sql.DROP_INACTIVE_MODEL_ROWS,
+            {"user_id": user, "ids": sorted(user_ids), "model": embedder.name},
+            "none",
+        )
     if not targets:
         return 0
     vectors = yield Blocking(embedder.embed, ([t.context_text for t in targets],))
     check_vectors(embedder, vectors, len(targets))
-    fresh = {(u, str(i)) for u, i in zip(users, ids, strict=True)} if new else set()
     if fresh and (yield WithConnection(can_copy)):
         # the stored notes' context rows are replaced, not upserted: deleted, then written by
         # the same binary COPY as the new notes' (an upsert carried each vector as text in
