@@ -170,9 +170,18 @@ def parse_date_range(
         (start, end), aware UTC, start < end.
 
     Raises:
-        ValidationError: the value cannot be understood (the original silently dropped the filter).
+        ValidationError: the value cannot be understood (the original silently dropped the filter),
+            or its window reaches past the calendar (years 1 to 9999).
     """
     base = parse_instant(now, "now") or datetime.now(UTC)
+    try:
+        return _date_range(value, base, field)
+    except OverflowError:  # a day before 0001-01-01 or after 9999-12-31 (datetime's range)
+        raise ValidationError(field, f"{value!r} reaches past the calendar (years 1 to 9999)") from None
+
+
+def _date_range(value: object, base: datetime, field: str) -> tuple[datetime, datetime]:
+    """parse_date_range's window, relative to ``base`` (OverflowError past the calendar)."""
     today = _day_start(base)
     if isinstance(value, Mapping):
         unknown = set(value) - {"start", "end"}
@@ -191,7 +200,7 @@ def parse_date_range(
     low = text.lower()
     if "/" in text and not low.startswith("since"):
         left, _, right = text.partition("/")
-        return parse_date_range({"start": left, "end": right}, now=base, field=field)
+        return _date_range({"start": left, "end": right}, base, field)
     if low == "today":
         return today, today + timedelta(days=1)
     if low == "yesterday":

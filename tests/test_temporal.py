@@ -111,3 +111,22 @@ def test_a_blank_date_range_names_the_reason():
     with pytest.raises(ValidationError) as err:
         parse_date_range("   ", now=NOW)
     assert err.value.field == "date_range" and "blank" in err.value.reason
+
+
+@pytest.mark.parametrize(
+    ("value", "now"),
+    [
+        ("9999-12-31", None),
+        ({"start": "2024-01-01", "end": "9999-12-31"}, None),
+        ("2024-01-01/9999-12-31", None),
+        ("9999-W52", None),
+        ("today", "9999-12-31T12:00:00Z"),
+        ("tomorrow", "9999-12-30T12:00:00Z"),
+        ("yesterday", "0001-01-01T12:00:00Z"),
+        ("last week", "0001-01-03T00:00:00Z"),
+    ],
+)
+def test_a_window_past_the_calendar_is_a_validation_error(value, now):
+    with pytest.raises(ValidationError) as err:
+        parse_date_range(value, now=now)
+    assert err.value.field == "date_range" and "years 1 to 9999" in err.value.reason
