@@ -375,3 +375,12 @@ def test_a_bad_tag_or_keyword_is_named_by_its_position(store):
         store.add_many([{"content": "a"}, {"content": "b", "tags": [None]}], user_id="u")
     assert err.value.field.endswith("tags[0]") and err.value.field.startswith("items[1]")
     assert store.stats(user_id="u")["ltm_notes"] == 0  # nothing stored
+
+
+def test_metadata_keys_that_are_one_in_json_are_refused(store):
+    nid = store.add("tea notes", user_id="u", metadata={"k": 1})
+    for bad in ({1: "x", "1": "y"}, {"nested": {True: 1, "true": 2}}):
+        with pytest.raises(ValidationError) as err:
+            store.update(nid, user_id="u", metadata=bad)
+        assert err.value.field == "metadata" and "would be lost" in err.value.reason
+    assert store.get(nid, user_id="u").metadata == {"k": 1}  # unchanged

@@ -150,7 +150,20 @@ def metadata(
             field, f"is {len(text):,} characters of JSON, more than the {max_length:,} allowed"
         )
     _encodable(text, field)
-    return json.loads(text)
+    return json.loads(text, object_pairs_hook=lambda pairs: _distinct_keys(pairs, field))
+
+
+def _distinct_keys(pairs: list[tuple[str, Any]], field: str) -> dict[str, Any]:
+    """A JSON object from its pairs; two keys that are one in JSON (``1`` and ``"1"``, ``True``
+    and ``"true"``) would keep only the last value, so they are an error."""
+    out = dict(pairs)
+    if len(out) < len(pairs):
+        seen: set[str] = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ValidationError(
+            field, f"two keys are both {twice!r} in JSON (e.g. 1 and '1'); one value would be lost"
+        )
+    return out
 
 
 def _json_default(obj: object) -> object:
