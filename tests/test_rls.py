@@ -66,6 +66,27 @@ def test_api_works_under_rls(rls_store):
         rls_store.add_many([{"content": "a", "user_id": "u1"}, {"content": "b", "user_id": "u2"}])
 
 
+def test_links_and_traversal_work_under_rls_for_the_owner_only(rls_store):
+    from cortex_pg import NotFoundError
+    from cortex_pg.store import links, traversal
+
+    a = rls_store.add("rls link source", user_id="carol")
+    b = rls_store.add("rls link target", user_id="carol")
+    assert rls_store.set_links(a, {b: {"type": "supports", "strength": 0.7}}, user_id="carol") == 2
+    assert list(rls_store.get_links(a, user_id="carol")) == [b]
+    assert list(links.get_links(rls_store, b, user_id="carol")) == [a]  # the reciprocal
+    assert [x.note.id for x in rls_store.linked_notes(a, user_id="carol")] == [b]
+    assert [x.note.id for x in traversal.linked_notes(rls_store, b, user_id="carol")] == [a]
+    for call in (
+        lambda: rls_store.get_links(a, user_id="dave"),
+        lambda: rls_store.set_links(a, {b: {"strength": 0.1}}, user_id="dave"),
+        lambda: rls_store.linked_notes(a, user_id="dave"),
+    ):
+        with pytest.raises(NotFoundError):
+            call()
+    assert rls_store.get_links(a, user_id="carol")[b]["strength"] == pytest.approx(0.7)
+
+
 def test_unknown_isolation_is_refused(db_url):
     with pytest.raises(ValidationError) as err:
         MemoryStore.open(db_url, embedder="hashing", isolation="tenant")

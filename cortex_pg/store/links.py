@@ -23,9 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, text
 
+from cortex_pg.db.retry import retry_transient
 from cortex_pg.db.steps import Plan, on_connection, operation, plan_of
 from cortex_pg.errors import NotFoundError, ValidationError
 from cortex_pg.store import validation
+from cortex_pg.store.rows import tenant_scoped
 
 if TYPE_CHECKING:
     from cortex_pg.store.memory_store import MemoryStore
@@ -249,6 +251,8 @@ def outgoing(conn: Connection, user_id: str, note_id: uuid.UUID) -> dict[str, di
     }
 
 
+@retry_transient
+@tenant_scoped
 @operation
 def set_links(
     store: MemoryStore, note_id: str | uuid.UUID, links: Mapping[Any, Any], *, user_id: str | None = None
@@ -272,6 +276,8 @@ def set_links(
     return (yield on_connection(lambda conn: write_links(conn, owner, specs)))
 
 
+@retry_transient
+@tenant_scoped
 @operation
 def get_links(
     store: MemoryStore, note_id: str | uuid.UUID, *, user_id: str | None = None

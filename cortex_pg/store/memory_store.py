@@ -26,7 +26,8 @@ from cortex_pg.errors import (
     ValidationError,
     translate_db_errors,
 )
-from cortex_pg.store import sql, validation
+from cortex_pg.store import links as note_links
+from cortex_pg.store import sql, traversal, validation
 from cortex_pg.store.reading import NoteReader
 from cortex_pg.store.rows import note_from_row, result_from_row, vector_literal
 from cortex_pg.store.searching import NoteSearch, QueryVectorCache
@@ -63,6 +64,12 @@ class MemoryStore(NoteWriter, NoteReader, NoteSearch, STMLossReader):
             ``cortex_pg.entities.extract``) in the insert's transaction, for the entity signal
             of :meth:`search`.
     """
+
+    # a note's links, by hand, and the notes reachable along them (cortex_pg.store.links and
+    # cortex_pg.store.traversal; the module functions take the store first)
+    get_links = note_links.get_links
+    set_links = note_links.set_links
+    linked_notes = traversal.linked_notes
 
     def __init__(
         self,

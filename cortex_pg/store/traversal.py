@@ -14,10 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, text
 
+from cortex_pg.db.retry import retry_transient
 from cortex_pg.db.steps import Plan, operation, plan_of, statement
 from cortex_pg.errors import ValidationError
 from cortex_pg.store import sql, validation
 from cortex_pg.store.records import Note, SearchResult
+from cortex_pg.store.rows import tenant_scoped
 
 if TYPE_CHECKING:
     from cortex_pg.store.memory_store import MemoryStore
@@ -65,6 +67,8 @@ class LinkedNote:
     path: list[str]
 
 
+@retry_transient
+@tenant_scoped
 @operation
 def linked_notes(
     store: MemoryStore,
