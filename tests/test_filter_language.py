@@ -1,4 +1,4 @@
-"""One filter language (cortex.compile_filter v2, v4) for where_filter and every calute-style store."""
+"""One filter language (cortex.compile_filter v2, v4, v5) for where_filter and every calute-style store."""
 
 from __future__ import annotations
 
@@ -62,6 +62,33 @@ def compile_filter(store, flt, path="where_filter"):
         ({"$fields": "item", "memory_id": "nope"}, "where_filter.memory_id", "not a memory id"),
         ({"$fields": "item", "relevance_score": 1}, "where_filter.relevance_score", "cannot be filtered"),
         ({"$not": {}}, "where_filter.$not", "matches everything"),
+        # operators of one field that no value meets together (v5)
+        ({"n": {"$eq": 5, "$ne": 5}}, "where_filter.n", "no value meets all of"),
+        ({"n": {"$eq": 5, "$ne": 5.0}}, "where_filter.n", "no value meets all of"),
+        ({"n": {"$eq": 5, "$gt": 6}}, "where_filter.n", "its $eq allows"),
+        ({"n": {"$in": [1, 2], "$nin": [2, 1]}}, "where_filter.n", "its $in allows"),
+        ({"n": {"$in": [1, 2], "$gte": 3}}, "where_filter.n", "its $in allows"),
+        ({"n": {"$eq": 5, "$in": [4, 6]}}, "where_filter.n", "no value meets all of"),
+        ({"s": {"$eq": "b", "$gt": 3}}, "where_filter.s", "no value meets all of"),
+        ({"importance": {"$eq": 0.5, "$lt": 0.2}}, "where_filter.importance", "no value meets all of"),
+        ({"category": {"$in": ["a"], "$ne": "a"}}, "where_filter.category", "no value meets all of"),
+        (
+            {"created_at": {"$eq": "2023-05-07", "$ne": "2023-05-07T02:00:00+02:00"}},
+            "where_filter.created_at",
+            "no value meets all of",
+        ),
+        ({"$or": [{"a": 1}, {"n": {"$eq": 1, "$lt": 1}}]}, "where_filter.$or[1].n", "no value meets all of"),
+        ({"tags": {"$in": ["a"], "$nin": ["a"]}}, "where_filter.tags", "every value of $in"),
+        ({"tags": {"$contains": "a", "$ne": "a"}}, "where_filter.tags", "a is both required and excluded"),
+        ({"tags": {"$eq": ["a", "b"], "$nin": ["b"]}}, "where_filter.tags", "b is both required"),
+        ({"tags": {"$eq": ["a"], "$in": ["b"]}}, "where_filter.tags", "every value of $in"),
+        # times in ISO 8601 only (v5)
+        ({"created_at": {"$gte": "today"}}, "where_filter.created_at", '"today" is not an ISO 8601 time'),
+        ({"created_at": "epoch"}, "where_filter.created_at", "not an ISO 8601 time"),
+        ({"updated_at": {"$lt": "infinity"}}, "where_filter.updated_at", "not an ISO 8601 time"),
+        ({"created_at": {"$in": ["2023-05-07", "05/08/2023"]}}, "where_filter.created_at", '"05/08/2023"'),
+        ({"created_at": {"$lt": "2023-05-08 PST"}}, "where_filter.created_at", "not an ISO 8601 time"),
+        ({"$fields": "item", "timestamp": {"$gt": "now"}}, "where_filter.timestamp", "not an ISO 8601 time"),
     ],
 )
 def test_shapes_that_match_nothing_raise_with_their_path(store, flt, path, fragment):
@@ -93,6 +120,19 @@ def test_valid_neighbours_of_the_refused_shapes_still_compile(store):
         store, {"created_at": {"$gte": "2023-05-08T00:00:00+02:00", "$lt": "2023-05-08T00:00:00Z"}}
     )
     assert '"m"' in compile_filter(store, {"src": {"$gte": "a", "$lt": "m"}})
+    # operators of one field that some value meets together
+    for flt in (
+        {"n": {"$eq": 5, "$ne": 4}},
+        {"n": {"$eq": 5, "$ne": "5"}},  # a string never equals a number: 5 passes both
+        {"n": {"$in": [5, 6], "$nin": [6]}},
+        {"n": {"$eq": 5, "$gte": 5, "$lt": 6}},
+        {"s": {"$eq": "b", "$gte": "a"}},
+        {"tags": {"$in": ["a", "c"], "$nin": ["c"]}},
+        {"tags": {"$contains": "a", "$ne": "b"}},
+        {"created_at": {"$eq": "2023-05-07T00:00:00Z", "$lte": "2023-05-07"}},
+        {"created_at": {"$in": ["2023-05-07 10:00", "2023-05-07T10:00:00.5-03:30"]}},
+    ):
+        assert compile_filter(store, flt) != "true", flt
 
 
 def test_where_filter_on_the_prem_api_refuses_them_too(store):
