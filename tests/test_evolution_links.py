@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from sqlalchemy import text
 
@@ -102,6 +104,75 @@ def test_linked_notes_depths_with_cycle(store, graph):
     got = linked_notes(store, graph["c"], depth=3, user_id="g")
     assert [(name[x.note.id], x.hops) for x in got] == [("d", 1), ("a", 2), ("b", 3), ("e", 3)]
     assert [name[p] for p in got[2].path] == ["c", "d", "a", "b"]
+
+
+def _insert_links(store, user, rows):
+    with store.engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO cortex.note_links (user_id, source_id, target_id, type, strength) "
+                "SELECT :u, s, t, 'related', w FROM unnest(CAST(:s AS uuid[]), CAST(:t AS uuid[]), "
+                "CAST(:w AS real[])) AS r(s, t, w)"
+            ),
+            {"u": user, "s": [r[0] for r in rows], "t": [r[1] for r in rows], "w": [r[2] for r in rows]},
+        )
+
+
+def _shortest_strongest(edges, start, depth, floor):
+    """The documented result by enumerating every simple path (what linked_notes v1 did):
+    note -> (fewest hops, strongest product among them), paths cut below ``floor``."""
+    out = {}
+
+    def dfs(node, path, strength):
+        if len(path) > depth:
+            return
+        for target, w in edges.get(node, []):
+            if target in path or strength * w < floor:
+                continue
+            hops, best = out.get(target, (depth + 1, -1.0))
+            if (len(path), -strength * w) < (hops, -best):
+                out[target] = (len(path), strength * w)
+            dfs(target, [*path, target], strength * w)
+
+    dfs(start, [start], 1.0)
+    return out
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_linked_notes_equals_the_shortest_strongest_simple_path(store, seed):
+    import random
+
+    rng = random.Random(seed)
+    ids = [store.add(f"walk note {seed} {i}", user_id="w") for i in range(14)]
+    edges: dict[str, list[tuple[str, float]]] = {}
+    rows = []
+    for a in ids:
+        for b in rng.sample(ids, 4):
+            if a != b and all(b != t for t, _ in edges.get(a, [])):
+                w = rng.choice([0.2, 0.4, 0.5, 0.7, 0.9, 1.0])  # exact in float32
+                edges.setdefault(a, []).append((b, w))
+                rows.append((a, b, w))
+    _insert_links(store, "w", rows)
+    for depth, floor in ((2, 0.0), (4, 0.0), (6, 0.3), (6, 0.05)):
+        expected = _shortest_strongest(edges, ids[0], depth, floor)
+        got = linked_notes(store, ids[0], depth=depth, min_strength=floor, user_id="w")
+        assert {x.note.id: (x.hops, pytest.approx(x.path_strength)) for x in got} == expected
+        for x in got:  # the path is a real one: start .. note, each step a link, its product
+            assert x.path[0] == ids[0] and x.path[-1] == x.note.id and len(x.path) == x.hops + 1
+            assert len(set(x.path)) == len(x.path) and x.via == x.path[-2]
+            product = 1.0
+            for s, t in itertools.pairwise(x.path):
+                product *= dict(edges[s])[t]
+            assert product == pytest.approx(x.path_strength)
+
+
+def test_a_densely_linked_neighbourhood_is_walked_by_hops_not_paths(store):
+    """40 notes, every one linked to every other: v1 listed every simple path (about 10^15 at
+    depth 10); each note is one hop away."""
+    ids = [store.add(f"dense note {i}", user_id="d") for i in range(40)]
+    _insert_links(store, "d", [(a, b, 0.9) for a in ids for b in ids if a != b])
+    got = linked_notes(store, ids[0], depth=10, min_strength=0.1, user_id="d")
+    assert sorted(x.note.id for x in got) == sorted(ids[1:]) and {x.hops for x in got} == {1}
 
 
 def test_linked_notes_sql_is_callable_from_psql(store, graph):
