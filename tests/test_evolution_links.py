@@ -7,7 +7,7 @@ import itertools
 import pytest
 from sqlalchemy import text
 
-from cortex_pg import NotFoundError, ValidationError
+from cortex_pg import ValidationError
 from cortex_pg.evolution import get_links, linked_notes, set_links
 from cortex_pg.store.links import reciprocal_strength, reciprocal_type
 
@@ -55,8 +55,9 @@ def test_links_refuse_self_other_user_and_bad_values(store):
     other = store.add("two", user_id="v")
     with pytest.raises(ValidationError):
         store.update(a, user_id="u", links={a: {"type": "related", "strength": 0.9}})
-    with pytest.raises(NotFoundError):
+    with pytest.raises(ValidationError) as err:  # another tenant's note is no note of this user
         store.update(a, user_id="u", links={other: {"type": "related", "strength": 0.9}})
+    assert err.value.field == f"links[{other!r}]"
     b = store.add("three", user_id="u")
     with pytest.raises(ValidationError):
         store.update(a, user_id="u", links={b: {"type": "related", "strength": 1.5}})
@@ -217,3 +218,20 @@ def test_search_include_links(store):
     three = store.search("bicycle tyre puncture", user_id="s", limit=2, touch=False, include_links=True)
     ids = [r.id for r in three]
     assert len(ids) == len(set(ids)) == 3 and c in ids
+
+
+def test_add_with_links_writes_them_in_the_notes_transaction(store):
+    a = store.add("the first note", user_id="u")
+    b = store.add("the second note", user_id="u", links={a: {"type": "supports", "strength": 0.8}})
+    assert get_links(store, b, user_id="u")[a]["type"] == "supports"
+    assert b in get_links(store, a, user_id="u")  # with its reciprocal
+    missing = "11111111-1111-4111-8111-111111111111"
+    with pytest.raises(ValidationError) as err:
+        store.add("a third note", user_id="u", links={missing: {}})
+    assert err.value.field == f"links[{missing!r}]"
+    assert store.count(user_id="u") == 2  # nothing stored
+    with pytest.raises(ValidationError):
+        store.add("an STM-only note", user_id="u", links={a: {}}, to_ltm=False)
+    # the same text again is the same note: the links given replace its links
+    assert store.add("the second note", user_id="u", links={}) == b
+    assert get_links(store, b, user_id="u") == {}

@@ -8,6 +8,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from sqlalchemy import text
 
 from cortex_pg import AgenticMemorySystem, ImmutableFieldError, ValidationError
 from cortex_pg.embeddings import HashingEmbedder
@@ -467,6 +468,46 @@ def test_bad_links_refuse_the_whole_note(ams):
         with pytest.raises(ValidationError):
             ams.add_note("New note with a bad link", user_id="L", links=links)
     assert ams.search("New note with a bad link", user_id="L") == []
+    # a target merged away: refused in the note's own transaction, so nothing is stored either
+    kept = ams.add_note("the note kept by a merge", user_id="L")
+    gone = ams.add_note("the note merged away", user_id="L")
+    with ams.store.engine.begin() as conn:
+        conn.execute(
+            text("UPDATE cortex.notes SET merged_into = :k WHERE user_id = 'L' AND id = :g"),
+            {"k": kept, "g": gone},
+        )
+    with pytest.raises(ValidationError) as err:
+        ams.add_note("Linked to a merged note", user_id="L", links={gone: {}})
+    assert err.value.field == f"links[{gone!r}]" and "merged into" in err.value.reason
+    assert "Linked to a merged note" not in [
+        r["content"] for r in ams.search("Linked to a merged note", user_id="L")
+    ]
+    with ams.store.engine.connect() as conn:
+        assert (
+            conn.execute(text("SELECT count(*) FROM cortex.notes WHERE content LIKE 'Linked to%'")).scalar()
+            == 0
+        )
+
+
+def test_update_with_a_bad_link_changes_nothing(ams):
+    a = ams.add_note("the original text", user_id="U", tags=["old"])
+    b = ams.add_note("a second note", user_id="U")
+    missing = "11111111-1111-4111-8111-111111111111"
+    for links, field in (({"nope": {}}, "links"), ({missing: {}}, f"links[{missing!r}]"), ({a: {}}, "links")):
+        with pytest.raises(ValidationError) as err:
+            ams.update(a, user_id="U", content="a new text", tags=["new"], links=links)
+        assert err.value.field.startswith(field)
+        note = ams.read(a, user_id="U")
+        assert note.content == "the original text" and note.tags == ["old"] and note.links == {}
+    assert ams.update(a, user_id="U", content="a new text", links={b: {"type": "supports"}})
+    assert ams.read(a, user_id="U").content == "a new text" and list(ams.read(a, user_id="U").links) == [b]
+
+
+def test_a_read_in_another_session_is_not_counted(ams):
+    a = ams.add_note("a note of session one", user_id="R", session_id="one")
+    assert ams.read(a, user_id="R", session_id="two") is None
+    assert ams.store.get(a, user_id="R").access_count == 0
+    assert ams.read(a, user_id="R", session_id="one").retrieval_count == 1
 
 
 def test_ids_are_global_across_tenants(ams):

@@ -259,8 +259,6 @@ class AgenticMemorySystem:
         fields.pop("timestamp", None)
         links = fields.pop("links", None)
         v.content(content)
-        if links:  # bad links refuse the whole note: check them before anything is stored
-            yield from self._check_links(links, user_id)
         keywords = fields.get("keywords")
         nid = yield from plan_of(
             self.store.add,
@@ -276,9 +274,8 @@ class AgenticMemorySystem:
             importance=fields.get("importance", 0.5),
             id=fields.get("id"),
             enqueue_evolution=True,
+            links=links or None,  # written in the note's transaction: bad links refuse the whole note
         )
-        if links:
-            yield from plan_of(self.store.update, nid, links=links)
         yield Blocking(self._schedule, (nid, v.scope_id(user_id, "user_id")))
         return nid
 
@@ -377,10 +374,10 @@ class AgenticMemorySystem:
         meta = {**v.metadata(kwargs.get("metadata")), **extra}
         if meta:
             fields["metadata"] = meta
+        if links is not None:  # one transaction with the other fields: a bad link changes nothing
+            fields["links"] = links
         if fields:
             self.store.update(memory_id, user_id=current.user_id, **fields)
-        if links is not None:
-            self._set_links(current.id, links)
         if reprocess:
             import uuid as _uuid
 
@@ -415,10 +412,12 @@ class AgenticMemorySystem:
     ) -> MemoryNote | None:
         """The note with that id (counted as an access), or None; restricted to the user/session when given."""
         try:
+            if session_id is not None:  # another session's note is not read, nor counted as read
+                found = self.store.get(memory_id, user_id=user_id)
+                if found.session_id != session_id:
+                    return None
             note = self.store.get(memory_id, user_id=user_id, touch=True)
         except (NotFoundError, ValidationError):
-            return None
-        if session_id is not None and note.session_id != session_id:
             return None
         links = self._links([note.id], note.user_id)
         return _memory_note(note, links.get(note.id, {}), access_bump=1)
@@ -625,31 +624,6 @@ class AgenticMemorySystem:
                 "reason": r.reason,
             }
         return out
-
-    def _check_links(self, links: Any, user_id: str | None) -> Plan[None]:
-        import uuid as _uuid
-
-        from cortex_pg.store.links import parse_links
-
-        parsed = parse_links(_uuid.uuid4(), links)
-        uid = v.scope_id(user_id, "user_id")
-        targets = [str(link.target) for link in parsed]
-        found = {  # one query for every target
-            str(i)
-            for i in (
-                yield statement(
-                    "SELECT id FROM cortex.notes WHERE user_id = :u AND id = ANY(CAST(:ids AS uuid[]))",
-                    {"u": uid, "ids": targets},
-                    "scalars",
-                )
-            )
-        }
-        for target in targets:
-            if target not in found:
-                raise ValidationError(f"links[{target!r}]", "no such note of this user")
-
-    def _set_links(self, note_id: str, links: dict[str, Any]) -> None:
-        self.store.update(note_id, links=links)
 
 
 def _iso(dt: datetime | None) -> str | None:

@@ -9,7 +9,7 @@ from typing import Literal
 from fastapi import APIRouter, Depends, Path, Query, Response
 
 from cortex_pg.db import tenancy
-from cortex_pg.errors import NotFoundError, ValidationError
+from cortex_pg.errors import NotFoundError
 from cortex_pg.evolution.traversal import linked_notes
 from cortex_pg.server.auth import Service, current_user, service
 from cortex_pg.server.errors import documented
@@ -97,12 +97,7 @@ def update_note(
 ) -> NoteOut:
     """Change fields of a note (both tiers); returns the note as now stored."""
     fields = body.model_dump(exclude_unset=True)
-    try:
-        note = svc.store.update(id, user_id=user, **fields)
-    except NotFoundError as exc:
-        if exc.kind == "note" and str(exc.key) != str(id):  # a link's target
-            raise ValidationError(f"links[{str(exc.key)!r}]", "no such note of this user") from exc
-        raise
+    note = svc.store.update(id, user_id=user, **fields)  # (a link's missing target: links['<id>'])
     return NoteOut.model_validate(note, from_attributes=True)
 
 

@@ -175,10 +175,12 @@ def write_links(
         The number of directed links written (forward + reciprocal).
 
     Raises:
-        NotFoundError: an end is not a note of ``user_id``.
-        ValidationError: an end was merged into another note (link to that one instead) and
+        NotFoundError: a source (the note whose links these are) is not a note of ``user_id``.
+        ValidationError: a target is not a note of ``user_id`` (field ``links['<id>']``), or
+            an end was merged into another note (link to that one instead) and
             ``repoint_merged`` is off.
     """
+    sources = {k.source for k in links}
     for _ in range(16):  # merge chains are short; each round follows one step
         rows = _with_reciprocals(links, with_reciprocals)
         if not rows:
@@ -191,11 +193,14 @@ def write_links(
         merged: dict[uuid.UUID, uuid.UUID] = {}
         for end in sorted(ends, key=str):
             if end not in state:
-                raise NotFoundError("note", str(end))
+                if end in sources:
+                    raise NotFoundError("note", str(end))
+                raise ValidationError(f"links[{str(end)!r}]", "no such note of this user")
             if state[end].merged_into is not None:
                 if not repoint_merged:
                     raise ValidationError(
-                        "links", f"note {end} was merged into {state[end].merged_into}; link to that note"
+                        f"links[{str(end)!r}]" if end not in sources else "links",
+                        f"note {end} was merged into {state[end].merged_into}; link to that note",
                     )
                 merged[end] = state[end].merged_into
         if not merged:

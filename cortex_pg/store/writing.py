@@ -82,6 +82,7 @@ class NoteWriter:
         enqueue_evolution: bool | None = None,
         to_ltm: bool = True,
         stm_capacity: int | None = None,
+        links: Mapping[Any, Any] | None = None,
     ) -> Plan[str]:
         """Store one note in LTM (and STM when ``to_stm``); returns its id (UUID string).
 
@@ -100,6 +101,10 @@ class NoteWriter:
                 in STM only (the calute ``ShortTermMemory``): no LTM row, no evolution job; it
                 takes the id of an LTM note of the same scope and content when there is one.
             stm_capacity: the STM capacity enforced by this insert (None: ``store.stm_capacity``).
+            links: the note's outgoing links, ``{target_id: {type, strength, reason}}`` (as
+                :meth:`update`'s), written with their reciprocals in the insert's transaction: a
+                target that is not a current note of the user refuses the whole note. For an
+                existing note (same content) they replace its links. Long-term notes only.
 
         Returns:
             The new note's id, or the existing id when the same user and session already hold
@@ -125,12 +130,18 @@ class NoteWriter:
             "id": id,
         }
         note = validation.new_note(item)
+        if links is not None:
+            from cortex_pg.store import links as note_links
+
+            note_links.parse_links(note.id, links)  # bad links refuse the note before anything
         if not to_ltm:
             if not to_stm:
                 raise ValidationError("to_stm", "a note must go to at least one tier (to_ltm or to_stm)")
+            if links is not None:
+                raise ValidationError("links", "only long-term notes have links (to_ltm=False)")
             return (yield from self._store_stm_only(note, stm_capacity))
         ids = yield from self._store(
-            [note], to_stm=to_stm, enqueue=enqueue_evolution, stm_capacity=stm_capacity
+            [note], to_stm=to_stm, enqueue=enqueue_evolution, stm_capacity=stm_capacity, links=links
         )
         return ids[0]
 
@@ -340,7 +351,10 @@ class NoteWriter:
         progress: Callable[[int], None] | None = None,
         enqueue: bool | None = None,
         stm_capacity: int | None = None,
+        links: Mapping[Any, Any] | None = None,
     ) -> Plan[list[str]]:
+        """Insert ``notes`` in one transaction, in batches; with ``links`` (one note), its
+        outgoing links are written in the same transaction (see :meth:`add`)."""
         batch_size = validation.limit(batch_size, "batch_size")
         enqueue = self.enqueue_evolution if enqueue is None else enqueue
         capacity = (
@@ -369,6 +383,14 @@ class NoteWriter:
                         "written": [nid for scope in stm_written.values() for nid in scope],
                     },
                     "none",
+                )
+            if links is not None:  # the stored id (a duplicate's is the existing note's)
+                from cortex_pg.store import links as note_links
+
+                source = uuid.UUID(ids[0])
+                forward = note_links.parse_links(source, links)
+                yield WithConnection(
+                    lambda conn: note_links.replace_links(conn, notes[0].user_id, source, forward)
                 )
             return ids
 
