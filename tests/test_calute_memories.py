@@ -193,6 +193,17 @@ def ltm(store):
     return LongTermMemory(store=store, user_id="u", session_id="l", max_items=100)
 
 
+def test_long_term_at_capacity_saving_a_text_it_holds_removes_nothing(store):
+    ltm = LongTermMemory(store=store, user_id="u", session_id="cap", max_items=3)
+    items = [ltm.save(f"item number {i}", importance=0.1 * (i + 1)) for i in range(3)]
+    ltm.retrieve(items[0].memory_id)  # counted as accessed
+    again = ltm.save("item number 0")  # the weakest item, saved again: the same item
+    assert again.memory_id == items[0].memory_id and again.access_count == 1
+    assert len(ltm) == 3 and {i.memory_id for i in ltm.retrieve()} == {i.memory_id for i in items}
+    ltm.save("item number 3")  # a new text makes room as before
+    assert len(ltm) == 3
+
+
 def test_long_term_save_search_weights_and_retrieve(ltm):
     meta = {"src": "t"}
     lo = ltm.save("quarterly revenue report numbers", meta, agent_id="A", importance=0.1)

@@ -114,7 +114,8 @@ class LongTermMemory(ShelfBacked):
         fields["task_id"] = kwargs.pop("task_id", None)
         meta = item_metadata(metadata, fields, {**kwargs, "importance": imp})
         validation.content(content)
-        if self.shelf.count() >= self.max_items:
+        # (a text the scope holds is no new item: nothing to make room for)
+        if self.shelf.count() >= self.max_items and not self.shelf.holds_text(content):
             self.cleanup(room=1)
         return item_from_note(self.shelf.add(content, meta, importance=imp, time=time))
 

@@ -276,6 +276,18 @@ class Shelf:
         with self.store.engine.connect() as conn:
             return item_statistics(conn, self.rows_sql(), self.params)
 
+    def holds_text(self, content: str) -> bool:
+        """Whether this tier of the session already holds ``content`` (any memory_type): a save
+        of it then writes nothing (the same item) or is refused (another store's item)."""
+        statement = sql.HOLDS_TEXT.format(table=self.table, live=self._live())
+        params = {
+            "user_id": self.user_id,
+            "session_id": self.session_id,
+            "h": validation.content_hash(validation.content(content)),
+        }
+        with translate_db_errors(), self.store.engine.connect() as conn:
+            return bool(conn.execute(text(statement), params).scalar_one())
+
     def count(self) -> int:
         statement = sql.COUNT.format(table=self.table, scope=sql.SCOPE, live=self._live())
         with translate_db_errors(), self.store.engine.connect() as conn:

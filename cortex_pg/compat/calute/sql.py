@@ -52,6 +52,10 @@ SELECT count(*) FROM gone
 """
 
 COUNT = "SELECT count(*) FROM {table} n WHERE {scope} {live}"
+HOLDS_TEXT = (
+    "SELECT EXISTS (SELECT 1 FROM {table} n WHERE n.user_id = :user_id AND n.session_id = :session_id "
+    "AND n.content_hash = :h {live})"
+)
 
 # hybrid search of the LTM shelf, re-scored with importance and recency (weights above)
 LTM_SEARCH = (
