@@ -284,6 +284,12 @@ def test_promotion_happens_once(ctx):
     assert len(ctx.long_term) == 1  # calute copied again on every later read
     copy = ctx.long_term.retrieve(item.memory_id)
     assert copy.content == "draft numbers" and copy.metadata["importance"] == 0.4
+    # one item on both shelves: listed once, deleted once
+    other = ctx.save("other numbers", importance=0.4)
+    assert [i.memory_id for i in ctx.retrieve()].count(item.memory_id) == 1
+    assert {i.memory_id for i in ctx.retrieve()} == {item.memory_id, other.memory_id}
+    assert ctx.delete(item.memory_id) == 1 and ctx.retrieve(item.memory_id) is None
+    assert ctx.delete(filters={"importance": 0.4}) == 1  # the other one
 
 
 def test_context_stack_push_pop_peek_and_survives_reopening(ctx, db_url):

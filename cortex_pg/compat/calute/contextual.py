@@ -180,7 +180,7 @@ class ContextualMemory:
     ) -> MemoryItem | list[MemoryItem] | None:
         """By id: the short-term item (an access; promotes it once, see the module doc), else
         the long-term one, else None. Otherwise: short-term matches newest first, then
-        long-term ones up to ``limit``."""
+        long-term ones up to ``limit``, one per id (a promoted item is on both shelves)."""
         if memory_id is not None:
             note = self.short_term.shelf.get(memory_id, touch=True)
             if note is not None:
@@ -192,9 +192,10 @@ class ContextualMemory:
         found = self.short_term.retrieve(filters=filters, limit=lim)
         assert isinstance(found, list)
         if len(found) < lim:
-            more = self.long_term.retrieve(filters=filters, limit=lim - len(found))
+            seen = {i.memory_id for i in found}
+            more = self.long_term.retrieve(filters=filters, limit=lim)
             assert isinstance(more, list)
-            found += more
+            found += [i for i in more if i.memory_id not in seen][: lim - len(found)]
         return found
 
     def _promote(self, note: Any) -> Any:
@@ -256,8 +257,10 @@ class ContextualMemory:
         return self.short_term.update(memory_id, updates) or self.long_term.update(memory_id, updates)
 
     def delete(self, memory_id: str | None = None, filters: Mapping[str, Any] | None = None) -> int:
-        """Delete from both shelves; returns the total removed."""
-        return self.short_term.delete(memory_id, filters) + self.long_term.delete(memory_id, filters)
+        """Delete from both shelves; returns the number of items removed (a promoted item, on
+        both shelves under one id, counts once)."""
+        gone = self.short_term.shelf.delete_ids(memory_id, filters)
+        return len(set(gone) | set(self.long_term.shelf.delete_ids(memory_id, filters)))
 
     def clear(self) -> None:
         """Empty both shelves and the context stack."""

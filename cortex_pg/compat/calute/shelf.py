@@ -152,16 +152,20 @@ class Shelf:
         Returns:
             The number of items removed.
         """
+        return len(self.delete_ids(memory_id, filters))
+
+    def delete_ids(self, memory_id: object = None, filters: Mapping[str, Any] | None = None) -> list[str]:
+        """:meth:`delete`, returning the ids of the items removed."""
         if memory_id is None and not clean_filters_given(filters):
-            return 0
+            return []
         nid = self._id(memory_id) if memory_id is not None else None
         if memory_id is not None and nid is None:
-            return 0
+            return []
         with translate_db_errors(), self.store.engine.begin() as conn:
             conn.execute(text(sql.LOCK_SCOPE), self.params)  # before any row (store.sql.LOCK_SCOPES)
             where = self._where(conn, filters)
             statement = sql.DELETE.format(table=self.table, scope=sql.SCOPE, where=where)
-            return int(conn.execute(text(statement), {**self.params, "id": nid}).scalar_one())
+            return list(conn.execute(text(statement), {**self.params, "id": nid}).scalar_one())
 
     @retry_transient
     def clear(self) -> int:
@@ -169,7 +173,7 @@ class Shelf:
         with translate_db_errors(), self.store.engine.begin() as conn:
             conn.execute(text(sql.LOCK_SCOPE), self.params)  # before any row (store.sql.LOCK_SCOPES)
             statement = sql.DELETE.format(table=self.table, scope=sql.SCOPE, where="true")
-            return int(conn.execute(text(statement), {**self.params, "id": None}).scalar_one())
+            return len(conn.execute(text(statement), {**self.params, "id": None}).scalar_one())
 
     # ------------------------------------------------------------------ reads
     # (a touching read locks its rows in id order through cortex.touch_notes, as every other

@@ -48,7 +48,7 @@ WITH doomed AS MATERIALIZED (
 ), gone AS (
     DELETE FROM {table} n USING doomed d WHERE n.user_id = :user_id AND n.id = d.id RETURNING n.id
 )
-SELECT count(*) FROM gone
+SELECT coalesce(array_agg(id::text ORDER BY id), '{{}}') FROM gone
 """
 
 COUNT = "SELECT count(*) FROM {table} n WHERE {scope} {live}"
