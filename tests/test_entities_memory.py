@@ -374,3 +374,14 @@ def test_removing_a_chain_at_once_reopens_the_first_fact_left(em):
     other = em.save("Alice works at Beta Labs, said twice", time="2024-07-01T00:00:00Z", metadata={"n": 5})
     em.delete(other.memory_id)
     assert _employers(em) == ["Beta Labs"]
+
+
+def test_saving_a_text_the_session_holds_as_a_plain_note_is_a_conflict(store, em):
+    from cortex_pg import ConflictError
+
+    store.add("Alice works at Acme Corp", user_id=em.user_id, session_id=em.session_id)
+    with pytest.raises(ConflictError) as err:
+        em.save("Alice works at Acme Corp")
+    assert err.value.field == "content"
+    info = em.get_entity_info("Alice")
+    assert info["mentions"] == [] and info["relationships"] == []  # nothing recorded

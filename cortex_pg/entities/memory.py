@@ -42,7 +42,7 @@ from cortex_pg.entities import sql as entity_sql
 from cortex_pg.entities.extract import LlmExtract, extract
 from cortex_pg.entities.repository import EntityStore, entity_name
 from cortex_pg.entities.sql import N_COLUMNS
-from cortex_pg.errors import NotFoundError, ValidationError, translate_db_errors
+from cortex_pg.errors import ConflictError, NotFoundError, ValidationError, translate_db_errors
 from cortex_pg.store import MemoryStore
 from cortex_pg.store.filters import clean_filters_given, compile_where, item_filter
 from cortex_pg.store.memory_store import facade_store, note_from_row, validation
@@ -108,6 +108,8 @@ class EntityMemory:
         Raises:
             ValidationError: bad content, metadata, ``entities`` (another type, a blank or
                 non-string name) or keyword argument.
+            ConflictError: the session already holds this text as another kind of note (a
+                plain note, another store's item); nothing is recorded.
         """
         content = validation.content(content)
         names = entity_names(entities)
@@ -126,6 +128,14 @@ class EntityMemory:
             to_stm=False,
         )
         note = self.store.get(nid, user_id=self.user_id)
+        if note.memory_type != MEMORY_TYPE:
+            # the store deduplicates by (user, session, content): the text is another kind of note
+            # of this session (a plain note, another store's item), which this memory does not hold
+            raise ConflictError(
+                f"the text is already stored in session {self.session_id!r} as note {nid}, "
+                f"which is not a {MEMORY_TYPE!r} item",
+                field="content",
+            )
         self.graph.index_note(self.user_id, nid, note.content, ex, seen_at=note.created_at)
         return item_from_note(note)
 
