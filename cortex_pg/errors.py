@@ -214,7 +214,7 @@ def translate_db_errors(field: str = "input") -> Iterator[None]:
         ):
             raise DatabaseUnavailableError(
                 f"the database server is unreachable or refused the connection ({primary.strip()}); "
-                "check that it runs (the embedded one: `cortex-pg db start`) and that DATABASE_URL "
+                "check that it runs (`cortex-pg db url` starts the embedded one) and that DATABASE_URL "
                 "is right, or, for too many clients, close stores you no longer need (stores opened "
                 "on one URL in one process share one pool); the next call reconnects",
                 sqlstate,

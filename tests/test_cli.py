@@ -228,6 +228,8 @@ def test_embedded_server_is_shared_by_processes_and_stopped_by_cli():
 def test_cli_errors_name_the_flag_not_the_parameter(run):
     r = run("search", "x", "--from", "the day after never")
     assert r.exit_code == 2 and "--from" in r.stderr and "date_from" not in r.stderr
+    r = run("search", "x", "--from", "2024-05-01", "--to", "2024-04-01")
+    assert r.exit_code == 2 and "--to: must be later than --from" in r.stderr and "date_" not in r.stderr
     r = run("search", "x", "--source", "both")
     assert r.exit_code == 2 and "--source" in r.stderr and "memory_source" not in r.stderr
     r = run("ingest", __file__, "--format", "csv")
@@ -284,3 +286,15 @@ def test_db_stop_all_stops_the_servers_in_the_registry(tmp_path):
         for home in homes:
             embedded.stop(home)
             shutil.rmtree(home, ignore_errors=True)
+
+
+def test_reembed_refuses_a_bad_batch_size_before_it_prepares_anything(run, db_url):
+    from sqlalchemy import create_engine, text
+
+    r = run("reembed", "--model", "hashing-128", "--batch-size", "0")
+    assert r.exit_code == 2 and "--batch-size" in r.stderr
+    engine = create_engine(db_url.replace("postgresql://", "postgresql+psycopg://", 1))
+    with engine.connect() as conn:
+        models = conn.execute(text("SELECT model FROM cortex.embedding_models")).scalars().all()
+    engine.dispose()
+    assert "hashing-128" not in models

@@ -22,7 +22,9 @@ def reembed(
     model: Annotated[
         str, typer.Option("--model", help="New embedding model: minilm, text-embedding-3-small, hashing...")
     ],
-    batch_size: int = 256,
+    batch_size: Annotated[
+        int, typer.Option("--batch-size", min=1, help="Notes per transaction of the back-fill.")
+    ] = 256,
     activate: Annotated[
         bool, typer.Option("--activate", help="Switch searches to the model when done.")
     ] = False,

@@ -220,12 +220,17 @@ def search(
     source: Annotated[str, typer.Option(help="all, ltm or stm.")] = "all",
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
-    """Hybrid search (vector + BM25, fused by RRF, recency-weighted) of one user's notes."""
+    """Hybrid search (vector + BM25 by score fusion, session-neighbour smoothing, recency) of one user's notes."""
+    from cortex_pg.errors import ValidationError
     from cortex_pg.temporal import parse_instant, parse_natural
 
     at = parse_instant(now, "--now")
     d_from = parse_natural(date_from, "--from", now=at) if date_from else None
     d_to = parse_natural(date_to, "--to", now=at) if date_to else None
+    if d_from is not None and d_to is not None and d_to <= d_from:
+        raise ValidationError(
+            "--to", f"must be later than --from ({d_to.isoformat()} <= {d_from.isoformat()})"
+        )
     with open_store(ctx) as store:
         results = store.search(
             query,
