@@ -291,10 +291,10 @@ def test_db_stop_all_stops_the_servers_in_the_registry(tmp_path):
 def test_reembed_refuses_a_bad_batch_size_before_it_prepares_anything(run, db_url):
     from sqlalchemy import create_engine, text
 
-    r = run("reembed", "--model", "hashing-128", "--batch-size", "0")
+    r = run("reembed", "--model", "minilm", "--batch-size", "0")
     assert r.exit_code == 2 and "--batch-size" in r.stderr
     engine = create_engine(db_url.replace("postgresql://", "postgresql+psycopg://", 1))
     with engine.connect() as conn:
         models = conn.execute(text("SELECT model FROM cortex.embedding_models")).scalars().all()
     engine.dispose()
-    assert "hashing-128" not in models
+    assert "all-MiniLM-L6-v2" not in models
