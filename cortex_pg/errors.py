@@ -144,6 +144,16 @@ class ConflictError(DatabaseError):
         self.field = field
         super().__init__(message, sqlstate)
 
+    @classmethod
+    def other_kind(cls, session_id: str, note_id: object, kind: str) -> ConflictError:
+        """A save whose text the session already holds as another kind of note: the store
+        deduplicates by (user, session, content), so the save found that note (field ``content``)."""
+        return cls(
+            f"the text is already stored in session {session_id!r} as note {note_id}, "
+            f"which is not a {kind!r} item of this store",
+            field="content",
+        )
+
 
 class ServerError(CortexPGError):
     """The embedded PostgreSQL server could not be started or stopped."""

@@ -131,11 +131,7 @@ class EntityMemory:
         if note.memory_type != MEMORY_TYPE:
             # the store deduplicates by (user, session, content): the text is another kind of note
             # of this session (a plain note, another store's item), which this memory does not hold
-            raise ConflictError(
-                f"the text is already stored in session {self.session_id!r} as note {nid}, "
-                f"which is not a {MEMORY_TYPE!r} item",
-                field="content",
-            )
+            raise ConflictError.other_kind(note.session_id, nid, MEMORY_TYPE)
         self.graph.index_note(self.user_id, nid, note.content, ex, seen_at=note.created_at)
         return item_from_note(note)
 

@@ -101,11 +101,7 @@ class Shelf:
             if self._stored_elsewhere(nid):
                 # the store deduplicates by (scope, content): this text is already a note of
                 # another memory_type or tier in this session
-                raise ConflictError(
-                    f"the text is already stored in session {self.session_id!r} as note {nid}, "
-                    f"which is not a {self.memory_type!r} item of this store",
-                    field="content",
-                )
+                raise ConflictError.other_kind(self.session_id, nid, self.memory_type)
         raise ConflictError(
             "the item was removed by a concurrent delete, clear or eviction each time it was saved "
             "(3 attempts)",
