@@ -235,3 +235,22 @@ def test_add_with_links_writes_them_in_the_notes_transaction(store):
     # the same text again is the same note: the links given replace its links
     assert store.add("the second note", user_id="u", links={}) == b
     assert get_links(store, b, user_id="u") == {}
+
+
+def test_replacing_a_notes_links_keeps_every_link_paired(store):
+    """A link and its reciprocal are one relation: replacing a note's links drops both halves
+    of each pair it no longer has, including pairs another note made."""
+    a, b, c, d = (store.add(f"paired note {k}", user_id="u") for k in "abcd")
+
+    def pairs():
+        with store.engine.connect() as conn:
+            rows = conn.execute(text("SELECT source_id::text, target_id::text FROM cortex.note_links")).all()
+        return {tuple(r) for r in rows}
+
+    store.update(a, user_id="u", links={b: {}, d: {}})
+    store.update(b, user_id="u", links={c: {}})  # b -> a (a's reciprocal) is dropped: a -> b goes too
+    assert pairs() == {(a, d), (d, a), (b, c), (c, b)}
+    store.update(a, user_id="u", links={})
+    assert pairs() == {(b, c), (c, b)}
+    for s, t in pairs():
+        assert (t, s) in pairs()

@@ -128,8 +128,10 @@ def test_links_of_a_note_nearest_first(client, alice):  # noqa: F811
     # the reciprocal link is written with it
     back = client.get(f"/notes/{b}/links", headers=alice).json()["links"]
     assert [(x["note"]["id"], x["link_type"]) for x in back] == [(a, "supported_by")]
-    # b's outgoing links become exactly {c} (the reciprocal b -> a was b's own)
+    # b's outgoing links become exactly {c}: b -> a goes, and a -> b with it (a pair is one relation)
     client.patch(f"/notes/{b}", json={"links": {c: {"type": "extends", "strength": 0.8}}}, headers=alice)
+    assert client.get(f"/notes/{a}/links", headers=alice).json()["links"] == []
+    client.patch(f"/notes/{a}", json={"links": {b: {"type": "supports"}}}, headers=alice)
     near = client.get(f"/notes/{a}/links", headers=alice).json()
     assert near["note"]["id"] == a and [x["note"]["id"] for x in near["links"]] == [b]
     assert near["links"][0]["link_type"] == "supports" and near["links"][0]["via"] == a

@@ -68,10 +68,13 @@ FOR SHARE
 """
 
 # update(links=...): the note's outgoing links are exactly the given ones (as Prem Cortex's
-# ``note.links = ...``); links other notes hold to it are theirs and stay
+# ``note.links = ...``): its links to notes other than :keep go, with their reciprocals (a link
+# and its reciprocal are one relation: a pair is never left half, whichever note made it)
 DROP_OTHER_LINKS = """
 DELETE FROM cortex.note_links l
-WHERE l.user_id = :user_id AND l.source_id = :id AND NOT l.target_id = ANY(CAST(:keep AS uuid[]))
+WHERE l.user_id = :user_id
+  AND ((l.source_id = :id AND NOT l.target_id = ANY(CAST(:keep AS uuid[])))
+       OR (l.target_id = :id AND NOT l.source_id = ANY(CAST(:keep AS uuid[]))))
 """
 
 OUTGOING = """
@@ -218,8 +221,9 @@ def write_links(
 
 def replace_links(conn: Connection, user_id: str, note_id: uuid.UUID, links: Sequence[Link]) -> int:
     """Make ``links`` the note's outgoing links (``update(links=...)``): its links to other
-    targets are deleted (links other notes hold to it stay: they are theirs), then ``links``
-    are written with their reciprocals (see :func:`write_links`). ``links=[]`` clears them.
+    targets are deleted with their reciprocals (every link has its reciprocal, so a link another
+    note made to it goes too: the pair is one relation), then ``links`` are written with their
+    reciprocals (see :func:`write_links`). ``links=[]`` clears them.
 
     Returns:
         The number of directed links written.
