@@ -113,3 +113,79 @@ def test_a_reply_is_found_by_what_it_answers(db_url, minilm):
         assert ids[2] in [r.id for r in results]  # "Yes! It was amazing." names nothing it answers
         results = store.search("What was wrong with the car?", user_id="u", limit=3, touch=False)
         assert ids[8] in [r.id for r in results]  # the answer sits next to the best lexical match
+
+
+def _session_contexts_are_current(store: MemoryStore, user: str) -> None:
+    """Every note's context row is embed(previous note's content + newline + content), in
+    (created_at, seq) order; the first note has none."""
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT id::text, content FROM cortex.notes WHERE user_id = :u AND merged_into IS NULL "
+                "ORDER BY session_id, created_at, seq"
+            ),
+            {"u": user},
+        ).all()
+    assert _context_vector(store, rows[0].id) is None
+    for prev, note in zip(rows, rows[1:], strict=False):
+        expected = store.embedder.embed([f"{prev.content}\n{note.content}"])[0]
+        assert np.allclose(_context_vector(store, note.id), expected, atol=1e-6), note.content
+
+
+def test_a_move_and_a_concurrent_insert_in_its_session_take_turns(db_url):
+    import threading
+
+    class Gated(HashingEmbedder):
+        """Holds the first context embedding until released (the move's, inside its transaction)."""
+
+        def __init__(self) -> None:
+            super().__init__(384)
+            self.armed, self.reached, self.go = True, threading.Event(), threading.Event()
+
+        def embed(self, texts):  # noqa: ANN001, ANN201
+            if self.armed and any("\n" in t for t in texts):
+                self.armed = False
+                self.reached.set()
+                self.go.wait(20)
+            return super().embed(texts)
+
+    gated = Gated()
+    with (
+        MemoryStore.open(db_url, embedder=HashingEmbedder(384), auto_migrate=False) as plain,
+        MemoryStore.open(db_url, embedder=gated, auto_migrate=False) as mover,
+    ):
+        gated.armed = False
+        ids = [
+            plain.add(f"note {c}", user_id="u", session_id="c", time=f"2024-01-0{i + 1}T00:00:00Z")
+            for i, c in enumerate("ABCD")
+        ]
+        gated.armed = True
+        errors: list[BaseException] = []
+
+        def run(fn) -> None:  # noqa: ANN001
+            try:
+                fn()
+            except BaseException as exc:  # noqa: BLE001
+                errors.append(exc)
+
+        move = threading.Thread(
+            target=run, args=(lambda: mover.update(ids[1], user_id="u", time="2024-01-03T12:00:00Z"),)
+        )
+        move.start()
+        assert gated.reached.wait(20)
+        insert = threading.Thread(
+            target=run,
+            args=(
+                lambda: plain.add(
+                    "inserted after A", user_id="u", session_id="c", time="2024-01-01T18:00:00Z"
+                ),
+            ),
+        )
+        insert.start()
+        insert.join(1.0)
+        assert insert.is_alive()  # it waits for the move's scope lock
+        gated.go.set()
+        move.join()
+        insert.join()
+        assert errors == []
+        _session_contexts_are_current(plain, "u")

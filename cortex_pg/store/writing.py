@@ -644,6 +644,9 @@ class NoteWriter:
             set_sql = ", ".join(assignments)
 
             def body() -> Plan[None]:
+                if moved or vector is not None:  # its session's context rows change: the scope
+                    # lock first, as a write takes it (sql.LOCK_SCOPES), before any row
+                    yield Query(sql.LOCK_NOTE_SCOPES, {"user_id": uid, "ids": [nid]}, "none")
                 locked = yield Query(sql.LOCK_NOTE_FOR_UPDATE, {"id": nid, "user_id": uid}, "first")
                 if locked is not None and locked.merged_into is not None:
                     raise MergedNoteError(str(nid), str(locked.merged_into))
