@@ -126,3 +126,24 @@ def test_merge_refusals(store):
     with pytest.raises(ValidationError):
         merge_notes(store, c, a, user_id="m")  # into a merged note
     assert store.get(other, user_id="z").content == "note of another user"
+
+
+def test_a_merge_keeps_the_sessions_context_embeddings_current(store):
+    """The source leaves the session's order and the target takes the later time: the target,
+    and the notes that followed either, get the contexts of their new places."""
+    from tests.test_conversation_context import _context_vector, _session_contexts_are_current
+
+    ids = [
+        store.add(
+            f"note {i} about gardening topic {i}",
+            user_id="m",
+            session_id="s",
+            time=f"2024-01-0{i + 1}T12:00:00Z",
+        )
+        for i in range(6)
+    ]
+    merge_notes(store, ids[1], ids[4], user_id="m")  # 0 2 3 4(+1) 5
+    _session_contexts_are_current(store, "m")
+    assert _context_vector(store, ids[1]) is None  # the source has left the order
+    merge_notes(store, ids[5], ids[0], user_id="m")  # 2 3 4 0(+5): 0 moves to the end
+    _session_contexts_are_current(store, "m")

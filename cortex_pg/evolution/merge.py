@@ -33,6 +33,7 @@ from cortex_pg.store import sql as store_sql
 from cortex_pg.store import validation
 from cortex_pg.store.rows import vector_literal
 from cortex_pg.store.text_embeddings import NoteWindows, embed_windows, write_text_embeddings
+from cortex_pg.store.writing import write_context_embeddings
 
 if TYPE_CHECKING:
     from cortex_pg.store.memory_store import MemoryStore
@@ -76,9 +77,11 @@ WHERE user_id = :user_id AND id = :target
 """
 
 # after the target's text windows are rewritten (cortex_pg.store.text_embeddings)
-DROP_OTHER_EMBEDDINGS = """
-DELETE FROM cortex.embeddings WHERE user_id = :user_id AND note_id = :target
-  AND (model <> :model OR kind <> 'text')
+# the context rows of the notes whose place or predecessor a merge changes (the source leaves
+# the session's order; the others' are written again, a note now first in its session gets none)
+DROP_CONTEXTS = """
+DELETE FROM cortex.embeddings
+WHERE user_id = :user_id AND note_id = ANY (CAST(:ids AS uuid[])) AND kind = 'context'
 """
 
 # Move every link touching the source onto the target; on a clash the stronger link wins.
@@ -131,7 +134,9 @@ def merge_in(
 
     Args:
         embedder: re-embeds the target's new content (``embedder.name`` is the stored model;
-            embeddings of other models of the target are dropped, being stale).
+            embeddings of other models of the target are dropped, being stale), and the context
+            embeddings of the target at its new place and of the notes that followed either
+            note (the source leaves the session's order, the target takes the later time).
         strategy: ``augment``, ``combine`` (same as augment) or ``replace``.
         reasoning: why (kept in both ``evolution_history`` entries).
 
@@ -163,6 +168,13 @@ def merge_in(
     src, dst = rows[source_id], rows[target_id]
     if src["session_id"] != dst["session_id"]:
         raise ValidationError("target", "notes of different sessions cannot be merged")
+    # the notes that follow each in the session: their context changes when the source leaves
+    # and the target moves to the later time
+    followers = [
+        r.id
+        for nid in (source_id, target_id)
+        for r in conn.execute(text(store_sql.NEXT_IN_SESSION), {"id": nid, "u": user_id}).all()
+    ]
     now = datetime.now(UTC).isoformat()
     if strategy == "replace":
         content = src["content"]
@@ -198,11 +210,12 @@ def merge_in(
     conn.execute(text(UPDATE_TARGET), {**values, "entry": json.dumps([target_entry])})
     literal = vector_literal(vector) if vector is not None else None
     conn.execute(text(UPDATE_TARGET_STM), {**values, "embedding": literal, "model": embedder.name})
-    if literal is not None:
-        emb = {"user_id": user_id, "target": target_id, "model": embedder.name}
+    if literal is not None:  # (its rows of other models go with the old text)
         note = NoteWindows(user_id, str(target_id), dst["session_id"], windows or [])
         write_text_embeddings(conn, embedder.name, [note])
-        conn.execute(text(DROP_OTHER_EMBEDDINGS), emb)
+    placed = [str(target_id)] + [str(f) for f in followers if f not in (source_id, target_id)]
+    conn.execute(text(DROP_CONTEXTS), {"user_id": user_id, "ids": [str(source_id), *placed]})
+    write_context_embeddings(conn, embedder, [user_id] * len(placed), placed)
     moved = conn.execute(text(REPOINT_LINKS), values).one()
     conn.execute(text("SELECT set_config('cortex.change_reason', '', true)"))
     return {

@@ -14,14 +14,17 @@ then switch in one transaction.
 3. :func:`activate` catches up notes written since, re-embeds the STM rows (one inline
    embedding each), and makes the new model the active one, all in one transaction.
 
-A write that changes a note's embeddings of the active model (its text, or its context: a note
-inserted before it, its predecessor deleted, its time changed) deletes the note's rows of every
-other model (``store.sql.DROP_INACTIVE_MODEL_ROWS``), so steps 2 and 3 find it missing and embed
-it again as it now is.
+A write that changes a note's embeddings (its text, or its context: a note inserted before it,
+its predecessor deleted, its time changed) deletes the note's rows of every other model
+(``store.sql.DROP_OTHER_MODEL_ROWS``), so steps 2 and 3 find it missing and embed it again as
+it now is. Such a delete waits for a back-fill batch holding the note, and :func:`activate`
+holds it off from its catch-up to its switch. A process still writing with the old model after
+the switch deletes the new model's rows of the notes it changes.
 
 Processes still running with the old embedder keep searching the old embeddings (kept until
 :func:`drop_model`); notes they write afterwards get old-model vectors only, so restart
-writers with the new model and run the back-fill again (it is idempotent).
+writers with the new model and run the back-fill again (it is idempotent; it embeds the notes
+they wrote or changed).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import Any
 from psycopg import sql as psql
 from sqlalchemy import Connection, Engine, Row, text
 
+from cortex_pg.db.retry import retry_transient
 from cortex_pg.embeddings.base import Embedder
 from cortex_pg.embeddings.windows import window_chars
 from cortex_pg.errors import EmbeddingDimensionError, ValidationError, translate_db_errors
@@ -68,8 +72,11 @@ def _embed_notes(conn: Connection, embedder: Embedder, rows: list[Row[Any]]) -> 
     """Write every text window and the context embedding of the notes ``rows``."""
     windows = embed_windows(embedder, [r.content for r in rows])
     notes = [NoteWindows(r.user_id, str(r.id), r.session_id, w) for r, w in zip(rows, windows, strict=True)]
-    write_text_embeddings(conn, embedder.name, notes)
-    write_context_embeddings(conn, embedder, [r.user_id for r in rows], [str(r.id) for r in rows])
+    # (beside the active model's rows, which stay: a back-fill drops no other model's rows)
+    write_text_embeddings(conn, embedder.name, notes, drop_other_models=False)
+    write_context_embeddings(
+        conn, embedder, [r.user_id for r in rows], [str(r.id) for r in rows], drop_other_models=False
+    )
 
 
 def prepare(engine: Engine, embedder: Embedder) -> str:
@@ -131,6 +138,7 @@ def backfill(
             progress(len(rows))
 
 
+@retry_transient  # (a writer's drop waiting on the models' lock can deadlock with its catch-up)
 def activate(engine: Engine, embedder: Embedder) -> dict[str, int]:
     """Switch the active model to ``embedder``'s, in one transaction.
 

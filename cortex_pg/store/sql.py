@@ -293,16 +293,24 @@ WHERE e.user_id = :user_id AND e.note_id = ANY (CAST(:ids AS uuid[])) AND e.mode
   AND e.kind = 'context' AND e.window_no = 0
 """
 
-# The rows of every other model of notes :ids (tenant :user_id), deleted when the note's
-# embeddings of :model change and :model is the active one: a model being back-filled
-# (cortex_pg.store.reembed) then lacks the note's rows, so its back-fill and its activation
-# write them again from the note as it now is, instead of keeping rows of an older text or
-# context. A write of an inactive model (a back-fill, a process still running the old model
-# after a switch) deletes nothing.
-DROP_INACTIVE_MODEL_ROWS = """
+# A write that changes the embeddings of notes :ids (tenant :user_id) under model :model (their
+# text, or their context: a note inserted before one, its predecessor deleted, its time changed)
+# deletes their rows of every other model, so a back-fill of another model
+# (cortex_pg.store.reembed) finds them missing and embeds them again as they now are, instead of
+# keeping rows of an older text or context. First the shared side of the models' advisory lock
+# (reembed.activate holds it exclusively from its catch-up to its switch, so a drop is never
+# lost between the two) and a key-share lock on the notes (a back-fill batch holds them FOR
+# UPDATE until it commits: the delete then sees its rows). The back-fill itself, which writes
+# another model's rows beside the active one's, deletes nothing.
+LOCK_FOR_MODEL_DROP = """
+SELECT pg_advisory_xact_lock_shared(hashtextextended('cortex.embedding_models', 0)),
+       (SELECT count(*) FROM (SELECT 1 FROM cortex.notes n
+                              WHERE n.user_id = :user_id AND n.id = ANY (CAST(:ids AS uuid[]))
+                              ORDER BY n.id FOR KEY SHARE) locked)
+"""
+DROP_OTHER_MODEL_ROWS = """
 DELETE FROM cortex.embeddings e
 WHERE e.user_id = :user_id AND e.note_id = ANY (CAST(:ids AS uuid[])) AND e.model <> :model
-  AND EXISTS (SELECT 1 FROM cortex.embedding_models m WHERE m.model = :model AND m.active)
 """
 
 INSERT_CONTEXT_EMBEDDINGS = """

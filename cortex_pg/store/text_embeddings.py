@@ -19,7 +19,7 @@ from cortex_pg.embeddings.base import Embedder
 from cortex_pg.embeddings.windows import text_windows, window_chars
 from cortex_pg.store.copying import can_copy, copy_embeddings
 from cortex_pg.store.rows import vector_literal
-from cortex_pg.store.sql import DROP_INACTIVE_MODEL_ROWS
+from cortex_pg.store.sql import DROP_OTHER_MODEL_ROWS, LOCK_FOR_MODEL_DROP
 
 UPSERT_WINDOWS = """
 INSERT INTO cortex.embeddings (user_id, note_id, model, kind, window_no, session_id, embedding)
@@ -73,10 +73,17 @@ def embed_windows(embedder: Embedder, contents: Sequence[str]) -> list[list[list
 
 
 def write_text_embeddings(
-    conn: Connection, model: str, notes: Sequence[NoteWindows], *, replace: bool = True
+    conn: Connection,
+    model: str,
+    notes: Sequence[NoteWindows],
+    *,
+    replace: bool = True,
+    drop_other_models: bool = True,
 ) -> int:
     """Write the text windows of ``notes`` (long-term notes) as embeddings of ``model`` (upsert), and with
-    ``replace`` delete the windows past each note's count (left by a longer earlier text).
+    ``replace`` delete the windows past each note's count (left by a longer earlier text) and,
+    with ``drop_other_models`` (a write; not a back-fill of another model), the notes' rows of
+    every other model (``store.sql.DROP_OTHER_MODEL_ROWS``).
 
     ``replace=False`` is for notes inserted in the same transaction (they have no rows yet):
     the rows then go in one binary ``COPY`` when the connection allows it
@@ -106,10 +113,19 @@ def write_text_embeddings(
     if replace:
         counts = [{"user_id": n.user_id, "id": n.id, "n": len(n.vectors)} for n in notes]
         conn.execute(text(DELETE_STALE_WINDOWS), {"counts": json.dumps(counts), "model": model})
-        # the other models' rows of a changed note go (store.sql.DROP_INACTIVE_MODEL_ROWS)
-        by_user: dict[str, list[str]] = {}
-        for n in notes:
-            by_user.setdefault(n.user_id, []).append(n.id)
-        for user, ids in sorted(by_user.items()):  # one statement per tenant (one shard on Citus)
-            conn.execute(text(DROP_INACTIVE_MODEL_ROWS), {"user_id": user, "ids": ids, "model": model})
+        if drop_other_models:
+            drop_other_models_rows(conn, model, [(n.user_id, n.id) for n in notes])
     return len(rows)
+
+
+def drop_other_models_rows(conn: Connection, model: str, notes: Sequence[tuple[str, str]]) -> None:
+    """Delete the rows of every model but ``model`` of ``notes`` (``(user_id, note id)``) whose
+    embeddings a write changed, after the locks that keep it from racing a re-embedding (see
+    ``store.sql.DROP_OTHER_MODEL_ROWS``). One pair of statements per tenant (one shard on Citus)."""
+    by_user: dict[str, set[str]] = {}
+    for user, nid in notes:
+        by_user.setdefault(user, set()).add(str(nid))
+    for user, ids in sorted(by_user.items()):
+        params = {"user_id": user, "ids": sorted(ids), "model": model}
+        conn.execute(text(LOCK_FOR_MODEL_DROP), params)
+        conn.execute(text(DROP_OTHER_MODEL_ROWS), params)

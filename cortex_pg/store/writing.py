@@ -43,7 +43,12 @@ from cortex_pg.store import sql, validation
 from cortex_pg.store.copying import can_copy, copy_embeddings
 from cortex_pg.store.records import Note
 from cortex_pg.store.rows import tenant_scoped, vector_literal
-from cortex_pg.store.text_embeddings import NoteWindows, embed_windows, write_text_embeddings
+from cortex_pg.store.text_embeddings import (
+    NoteWindows,
+    drop_other_models_rows,
+    embed_windows,
+    write_text_embeddings,
+)
 from cortex_pg.temporal import parse_instant
 
 #: ``maintenance_work_mem`` of the HNSW builds after a bulk load: a partition's graph (or
@@ -842,13 +847,15 @@ def check_vectors(embedder: Embedder, vectors: list[list[float]], expected: int)
             )
 
 
-def write_context_embeddings(conn: Connection, embedder: Embedder, users: list[str], ids: list[str]) -> int:
+def write_context_embeddings(
+    conn: Connection, embedder: Embedder, users: list[str], ids: list[str], *, drop_other_models: bool = True
+) -> int:
     """:func:`context_embeddings` on the caller's transaction ``conn``."""
-    return in_transaction(conn, context_embeddings(embedder, users, ids))
+    return in_transaction(conn, context_embeddings(embedder, users, ids, drop_other_models=drop_other_models))
 
 
 def context_embeddings(
-    embedder: Embedder, users: list[str], ids: list[str], *, new: bool = False
+    embedder: Embedder, users: list[str], ids: list[str], *, new: bool = False, drop_other_models: bool = True
 ) -> Plan[int]:
     """Embed the context texts of the notes ``ids`` (user ids ``users``) and of the stored notes
     that follow them, and write them as ``kind = 'context'`` embeddings of ``embedder``'s model
@@ -863,6 +870,9 @@ def context_embeddings(
             every row then goes in one binary ``COPY``, after the context rows of the stored
             notes that follow them are deleted; otherwise (or with ``new=False``) rows are
             upserted.
+        drop_other_models: the stored notes whose context may change (those given that are not
+            new, and those that follow them) lose their rows of every other model
+            (``sql.DROP_OTHER_MODEL_ROWS``); off for a back-fill of another model.
 
     Returns:
         The number of context embeddings written (notes without a predecessor get none).
@@ -884,17 +894,14 @@ def context_embeddings(
             targets += yield Query(sql.CONTEXT_TEXTS, {"user_id": user, "ids": user_ids})
     fresh = {(u, str(i)) for u, i in zip(users, ids, strict=True)} if new else set()
     # stored notes whose context may have changed (given, or following one given) lose their
-    # rows of other models (sql.DROP_INACTIVE_MODEL_ROWS)
-    changed: dict[str, set[str]] = {}
-    for user, nid in [*zip(users, ids, strict=True), *((t.user_id, t.id) for t in targets)]:
-        if (user, str(nid)) not in fresh:
-            changed.setdefault(user, set()).add(str(nid))
-    for user, user_ids in sorted(changed.items()):
-        yield Query(
-            sql.DROP_INACTIVE_MODEL_ROWS,
-            {"user_id": user, "ids": sorted(user_ids), "model": embedder.name},
-            "none",
-        )
+    # rows of other models (sql.DROP_OTHER_MODEL_ROWS)
+    changed = [
+        (user, str(nid))
+        for user, nid in [*zip(users, ids, strict=True), *((t.user_id, t.id) for t in targets)]
+        if (user, str(nid)) not in fresh
+    ]
+    if changed and drop_other_models:
+        yield WithConnection(lambda conn: drop_other_models_rows(conn, embedder.name, changed))
     if not targets:
         return 0
     vectors = yield Blocking(embedder.embed, ([t.context_text for t in targets],))
