@@ -82,6 +82,10 @@ def compile_filter(store, flt, path="where_filter"):
         ({"tags": {"$contains": "a", "$ne": "a"}}, "where_filter.tags", "a is both required and excluded"),
         ({"tags": {"$eq": ["a", "b"], "$nin": ["b"]}}, "where_filter.tags", "b is both required"),
         ({"tags": {"$eq": ["a"], "$in": ["b"]}}, "where_filter.tags", "every value of $in"),
+        ({"tags": {"$eq": ["a"], "$contains": "b"}}, "where_filter.tags", "b is required but not in"),
+        ({"tags": {"$in": []}}, "where_filter.tags.$in", "non-empty list"),
+        ({"keywords": {"$in": []}}, "where_filter.keywords.$in", "non-empty list"),
+        ({"n": {"$gte": 5, "$lte": 5, "$ne": 5}}, "where_filter.n", "its $gte and $lte allows"),
         # times in ISO 8601 only (v5)
         ({"created_at": {"$gte": "today"}}, "where_filter.created_at", '"today" is not an ISO 8601 time'),
         ({"created_at": "epoch"}, "where_filter.created_at", "not an ISO 8601 time"),
@@ -131,6 +135,11 @@ def test_valid_neighbours_of_the_refused_shapes_still_compile(store):
         {"tags": {"$contains": "a", "$ne": "b"}},
         {"created_at": {"$eq": "2023-05-07T00:00:00Z", "$lte": "2023-05-07"}},
         {"created_at": {"$in": ["2023-05-07 10:00", "2023-05-07T10:00:00.5-03:30"]}},
+        {"created_at": {"$gte": "2023-05-07t10:00:00z"}},  # RFC 3339 allows lower case
+        {"created_at": {"$gte": "1850-01-01T00:00:00+00:19:32"}},  # Python's isoformat, an LMT offset
+        {"created_at": {"$gte": "20230508T000000Z"}},  # ISO 8601 basic form
+        {"importance": {"$in": [0.7], "$gte": 0.1 * 7}},  # compared as the column's real
+        {"n": {"$gte": 5, "$lte": 5, "$ne": 4}},
     ):
         assert compile_filter(store, flt) != "true", flt
 

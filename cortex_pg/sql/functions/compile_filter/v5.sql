@@ -11,7 +11,8 @@
 --      {"tags": {"$contains": "a", "$ne": "a"}}          $contains "a", any of $in, exactly
 --                                                         the list of $eq [..]) and forbidden
 --                                                         ($ne "a", $nin) at once
---    A field's candidate values are its $eq value, or its $in list (both: those in both);
+--    A field's candidate values are its $eq value, or its $in list (both: those in both), or
+--    the one value of a range whose $gte and $lte are equal;
 --    each is compared with the $ne and $nin values and the range bounds as the compiled filter
 --    compares them (times as times, ids as UUIDs, numbers as numbers, text in the database's
 --    collation, metadata values as jsonb, where a range holds only values of its bounds' JSON
@@ -20,8 +21,9 @@
 --    timestamptz input, which also takes 'now', 'today', 'epoch', 'infinity', zone
 --    abbreviations ('2023-05-08 PST') and dates whose order follows the session's DateStyle
 --    ('05/08/2023' is 8 May under MDY and 5 August under DMY). A time is now YYYY-MM-DD,
---    optionally followed by T or a space, the hour and minute, optional seconds and fraction,
---    and an optional Z or numeric offset; a time without an offset is read in the session's TimeZone (UTC on
+--    optionally followed by T (or t, or a space), the hour and minute, optional seconds and
+--    fraction, and an optional Z or numeric offset (hours, minutes, seconds), or the basic
+--    form 20230508T143000Z; a time without an offset is read in the session's TimeZone (UTC on
 --    the store's connections).
 --
 -- Version 4's cortex.compile_filter is kept as compile_filter_v4 and does all the compiling
@@ -32,7 +34,7 @@
 ALTER FUNCTION cortex.compile_filter(jsonb, text, text) RENAME TO compile_filter_v4;
 
 -- -1, 0 or 1 as a compares with b in the compiled filter's type p_type ('timestamptz', 'uuid',
--- 'numeric', 'text' or 'jsonb'); NULL when the filter never compares them (jsonb values of
+-- 'numeric', 'real', 'text' or 'jsonb'); NULL when the filter never compares them (jsonb values of
 -- different JSON types, or a type that has no order: booleans, null)
 CREATE FUNCTION cortex.filter_compare(a jsonb, b jsonb, p_type text) RETURNS int
 LANGUAGE sql IMMUTABLE AS $$
@@ -41,6 +43,8 @@ LANGUAGE sql IMMUTABLE AS $$
         WHEN 'uuid' THEN CASE WHEN (a #>> '{}')::uuid < (b #>> '{}')::uuid THEN -1
                               WHEN (a #>> '{}')::uuid > (b #>> '{}')::uuid THEN 1 ELSE 0 END
         WHEN 'numeric' THEN sign((a #>> '{}')::numeric - (b #>> '{}')::numeric)::int
+        WHEN 'real' THEN CASE WHEN (a #>> '{}')::real < (b #>> '{}')::real THEN -1
+                              WHEN (a #>> '{}')::real > (b #>> '{}')::real THEN 1 ELSE 0 END
         WHEN 'text' THEN CASE WHEN (a #>> '{}') < (b #>> '{}') THEN -1 WHEN (a #>> '{}') > (b #>> '{}') THEN 1 ELSE 0 END
         ELSE CASE WHEN jsonb_typeof(a) <> jsonb_typeof(b) THEN NULL
                   WHEN jsonb_typeof(a) NOT IN ('number', 'string') THEN CASE WHEN a = b THEN 0 END
@@ -73,7 +77,8 @@ BEGIN
                         ELSE k END;
         v_type := CASE WHEN v_field IN ('created_at', 'updated_at', 'last_accessed_at') THEN 'timestamptz'
                        WHEN v_field = '@id' THEN 'uuid'
-                       WHEN v_field IN ('importance', 'access_count') THEN 'numeric'
+                       WHEN v_field = 'importance' THEN 'real'  -- compared as the column's real
+                       WHEN v_field = 'access_count' THEN 'numeric'
                        WHEN v_field IN ('content', 'context', 'category', 'memory_type', 'session_id') THEN 'text'
                        WHEN v_field = 'user_id' AND v_item THEN 'text'
                        WHEN v_field IN ('keywords', 'tags') THEN 'list'
@@ -88,7 +93,7 @@ BEGIN
                           FROM jsonb_array_elements(CASE WHEN jsonb_typeof(ops.w) = 'array' THEN ops.w
                                                          ELSE jsonb_build_array(ops.w) END) e
                           WHERE jsonb_typeof(e) = 'string') s
-            WHERE s.x !~ '^\s*\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?\s*([Zz]|[+-]\d{2}(:?\d{2})?)?\s*$'
+            WHERE s.x !~ '^\s*(\d{4}-\d{2}-\d{2}([Tt ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?|\d{8}([Tt]\d{4}(\d{2}(\.\d+)?)?)?)\s*([Zz]|[+-]\d{2}(:?\d{2}(:?\d{2}(\.\d+)?)?)?)?\s*$'
             LIMIT 1;
             IF v_bad IS NOT NULL THEN
                 PERFORM cortex.filter_error(p_path || '.' || k, format(
@@ -100,6 +105,16 @@ BEGIN
 
         -- 1. operators of one field that no value meets together
         IF v_type = 'list' THEN
+            IF jsonb_typeof(v -> '$in') = 'array' AND jsonb_array_length(v -> '$in') = 0 THEN
+                PERFORM cortex.filter_error(p_path || '.' || k || '.$in', '$in takes a non-empty list');
+            END IF;
+            -- $eq [..] is exactly that list: a tag required by $contains / $eq "x" must be in it
+            SELECT string_agg(DISTINCT v ->> op, ', ') INTO v_bad
+            FROM unnest(ARRAY['$contains']) op
+            WHERE jsonb_typeof(v -> '$eq') = 'array' AND jsonb_typeof(v -> op) = 'string' AND NOT (v -> '$eq') ? (v ->> op);
+            IF v_bad IS NOT NULL THEN
+                PERFORM cortex.filter_error(p_path || '.' || k, format('%s is required but not in the exact list of $eq', v_bad));
+            END IF;
             -- tags required by $eq / $contains "x", any of $in, exactly $eq [..]; forbidden by $ne "x", $nin
             SELECT string_agg(DISTINCT r.t, ', ') INTO v_bad
             FROM (SELECT v ->> op AS t FROM unnest(ARRAY['$eq', '$contains']) op WHERE jsonb_typeof(v -> op) = 'string'
@@ -118,7 +133,12 @@ BEGIN
             END IF;
             CONTINUE;
         END IF;
-        -- a scalar field: its candidate values ($eq, $in; both: the $eq value if $in lists it)
+        -- a scalar field: its candidate values ($eq, $in; both: the $eq value if $in lists it; a
+        -- range whose $gte and $lte are one value: that value)
+        IF NOT (v ? '$eq' OR v ? '$in') AND v ? '$gte' AND v ? '$lte'
+           AND cortex.filter_compare(v -> '$gte', v -> '$lte', v_type) = 0 THEN
+            v := v || jsonb_build_object('$eq', v -> '$gte');
+        END IF;
         CONTINUE WHEN NOT (v ? '$eq' OR v ? '$in') OR jsonb_typeof(v -> '$eq') = 'array';
         v_points := CASE
             WHEN v ? '$eq' AND v ? '$in' THEN
@@ -141,8 +161,9 @@ BEGIN
                                  OR (o.key = '$lt' AND c.c >= 0) OR (o.key = '$lte' AND c.c > 0)));
         IF v_left = 0 THEN
             PERFORM cortex.filter_error(p_path || '.' || k, format(
-                'no value meets all of %s (every value its %s allows is excluded by another operator)', v::text,
-                CASE WHEN v ? '$eq' THEN '$eq' ELSE '$in' END));
+                'no value meets all of %s (every value its %s allows is excluded by another operator)',
+                (p_filter -> k)::text,
+                CASE WHEN p_filter -> k ? '$eq' THEN '$eq' WHEN p_filter -> k ? '$in' THEN '$in' ELSE '$gte and $lte' END));
         END IF;
     END LOOP;
     RETURN v_sql;
