@@ -150,7 +150,7 @@ def test_linked_notes_equals_the_shortest_strongest_simple_path(store, seed):
     for a in ids:
         for b in rng.sample(ids, 4):
             if a != b and all(b != t for t, _ in edges.get(a, [])):
-                w = rng.choice([0.2, 0.4, 0.5, 0.7, 0.9, 1.0])  # exact in float32
+                w = rng.choice([0.2, 0.4, 0.5, 0.7, 0.9, 1.0])
                 edges.setdefault(a, []).append((b, w))
                 rows.append((a, b, w))
     _insert_links(store, "w", rows)
@@ -165,6 +165,13 @@ def test_linked_notes_equals_the_shortest_strongest_simple_path(store, seed):
             for s, t in itertools.pairwise(x.path):
                 product *= dict(edges[s])[t]
             assert product == pytest.approx(x.path_strength)
+
+
+def test_the_floor_is_met_by_a_product_equal_to_it(store):
+    a, b, c = (store.add(f"floor note {k}", user_id="f") for k in "abc")
+    _insert_links(store, "f", [(a, b, 0.7), (b, c, 0.7)])  # stored as real: 0.7 x 0.7 = 0.48999998
+    got = linked_notes(store, a, depth=2, min_strength=0.49, user_id="f")
+    assert [(x.note.id, x.hops) for x in got] == [(b, 1), (c, 2)]
 
 
 def test_a_densely_linked_neighbourhood_is_walked_by_hops_not_paths(store):

@@ -7,7 +7,8 @@
 -- Walk:   outgoing links only (every link has its reciprocal, so this reaches the same
 --         neighbourhood as an undirected walk), up to p_depth hops (>= 1).
 -- Score:  path_strength = product of the link strengths along the path, in [0, 1]; paths
---         whose product falls below p_min_strength are cut.
+--         whose product falls below p_min_strength are cut (to within 1e-6: strengths are
+--         stored as real, so 0.7 x 0.7 comes to 0.48999998 and still passes a floor of 0.49).
 -- Result: one row per reachable current note (merged notes are skipped, not walked through;
 --         the start note is never returned): its shortest path (fewest hops) among the paths
 --         that stay at or above p_min_strength, the strongest among equally short ones (ties:
@@ -77,7 +78,7 @@ BEGIN
               FROM unnest(v_front) f
               JOIN cortex.note_links l ON l.user_id = p_user_id AND l.source_id = f.id
               JOIN cortex.notes n ON n.user_id = l.user_id AND n.id = l.target_id AND n.merged_into IS NULL
-              WHERE l.target_id <> p_note_id AND f.path_strength * l.strength >= p_min_strength
+              WHERE l.target_id <> p_note_id AND f.path_strength * l.strength >= p_min_strength - 1e-6
               ORDER BY l.target_id, f.path_strength * l.strength DESC, l.source_id) q;
         EXIT WHEN cardinality(v_level) = 0;
         SELECT v_found || coalesce(array_agg(x) FILTER (WHERE b.value IS NULL), '{}'),
