@@ -192,7 +192,7 @@ class SearchResultOut(BaseModel):
     semantic_score: float | None = Field(description="Vector part: cosine, in [-1, 1].")
     distance: float | None
     text_score: float = Field(description="BM25 part (0 when no query term matched).")
-    recency_score: float = Field(description="exp(-age_days / 7), in (0, 1].")
+    recency_score: float = Field(description="exp(-age_days / 7), in [0, 1] (0 beyond 4,900 days).")
     vector_rank: int | None
     text_rank: int | None
     context_score: float | None = Field(description="cos(context, note) when a context was given.")

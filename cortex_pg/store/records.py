@@ -59,7 +59,7 @@ class SearchResult:
             without an embedding, or for a note not embedded yet).
         distance: ``1 - semantic_score``, in [0, 2].
         text_score: Okapi BM25 score of the note for the query (0 when no term matched).
-        recency_score: ``exp(-age_days / 7)`` in (0, 1], age measured from ``now``.
+        recency_score: ``exp(-age_days / 7)`` in [0, 1] (0 beyond 4,900 days), age measured from ``now``.
         vector_rank / text_rank: 1-based rank by ``semantic_score`` / ``text_score`` among the
             candidates, None without that signal (or, for text, without a matching term).
         entity_score / entity_rank: the note's coverage of the query's entities (idf-weighted, in

@@ -4,8 +4,9 @@ Search score (calute's weights, computed in SQL over the hybrid candidates)::
 
     score = 0.5 * relevance + 0.3 * max(0, 1 - age_days / retention_days) + 0.2 * importance
 
-with ``relevance`` the store's hybrid relevance in (0, 1] (reciprocal-rank fusion of vector
-and BM25 ranks) and ``age_days`` measured from the item's own time.
+with ``relevance`` the store's hybrid relevance in [0, 1] (score fusion of the vector and BM25
+scores over the query's candidates, smoothed with session neighbours; README "How search
+scores") and ``age_days`` measured from the item's own time.
 
 Cleanup (SQL, under the scope's advisory lock) runs before each save when the scope holds
 ``max_items`` items, and on :meth:`LongTermMemory.cleanup`: items older than
