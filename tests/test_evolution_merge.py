@@ -147,3 +147,17 @@ def test_a_merge_keeps_the_sessions_context_embeddings_current(store):
     assert _context_vector(store, ids[1]) is None  # the source has left the order
     merge_notes(store, ids[5], ids[0], user_id="m")  # 2 3 4 0(+5): 0 moves to the end
     _session_contexts_are_current(store, "m")
+
+
+def test_the_text_of_a_merged_note_added_again_is_the_note_it_was_merged_into(store):
+    a = store.add("Caroline adopted a cat named Luna", user_id="d", session_id="s", time="2024-01-01")
+    b = store.add("Caroline has a cat called Luna", user_id="d", session_id="s", time="2024-01-02")
+    c = store.add("Caroline's pets: a cat", user_id="d", session_id="s", time="2024-01-03")
+    merge_notes(store, b, a, user_id="d")
+    merged = store.get(a, user_id="d").content
+    assert store.add("Caroline has a cat called Luna", user_id="d", session_id="s") == a
+    assert store.add_many([{"content": "Caroline has a cat called Luna"}], user_id="d", session_id="s") == [a]
+    assert store.get(a, user_id="d").content == merged and store.count(user_id="d") == 2
+    merge_notes(store, a, c, user_id="d")  # b -> a -> c: the chain is followed
+    assert store.add("Caroline has a cat called Luna", user_id="d", session_id="s") == c
+    assert store.add("Caroline has a cat called Luna", user_id="d", session_id="other") not in (a, b, c)

@@ -18,15 +18,29 @@ jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
     created_at timestamptz, embedding text)
 """
 
+# The notes of each (user, session, content hash): current LTM notes ('ltm'), STM rows
+# ('stm'), and for a note merged into another ('merged') the current note its merges lead to,
+# which holds its text (the same text added again is that note, not a new one to merge again).
 FIND_EXISTING = """
-SELECT x.user_id, x.session_id, x.content_hash, x.id, x.tier
-FROM (
-    SELECT n.user_id, n.session_id, n.content_hash, n.id, 'ltm' AS tier
+WITH RECURSIVE found AS (
+    SELECT n.user_id, n.session_id, n.content_hash, n.id, n.merged_into
     FROM cortex.notes n
     JOIN unnest(CAST(:users AS text[]), CAST(:sessions AS text[]), CAST(:hashes AS text[]))
          AS k(user_id, session_id, content_hash)
       ON n.user_id = k.user_id AND n.session_id = k.session_id AND n.content_hash = k.content_hash
-    WHERE n.merged_into IS NULL
+), chain (user_id, session_id, content_hash, cur, depth) AS (
+    SELECT f.user_id, f.session_id, f.content_hash, f.merged_into, 1 FROM found f WHERE f.merged_into IS NOT NULL
+    UNION ALL
+    SELECT c.user_id, c.session_id, c.content_hash, t.merged_into, c.depth + 1
+    FROM chain c JOIN cortex.notes t ON t.user_id = c.user_id AND t.id = c.cur
+    WHERE t.merged_into IS NOT NULL AND c.depth < 32
+)
+SELECT x.user_id, x.session_id, x.content_hash, x.id, x.tier
+FROM (
+    SELECT f.user_id, f.session_id, f.content_hash, f.id, 'ltm' AS tier FROM found f WHERE f.merged_into IS NULL
+    UNION ALL
+    SELECT c.user_id, c.session_id, c.content_hash, t.id, 'merged'
+    FROM chain c JOIN cortex.notes t ON t.user_id = c.user_id AND t.id = c.cur AND t.merged_into IS NULL
     UNION ALL
     SELECT s.user_id, s.session_id, s.content_hash, s.id, 'stm'
     FROM cortex.stm_notes s

@@ -411,7 +411,7 @@ class NoteWriter:
         def body(note: validation.NewNote) -> Plan[str]:
             yield Query(sql.LOCK_SCOPES, scopes, "none")
             found = yield Query(sql.FIND_EXISTING, {**scopes, "hashes": [note.content_hash]})
-            by_tier = {r.tier: str(r.id) for r in found}
+            by_tier = {r.tier: str(r.id) for r in found if r.tier != "merged"}  # (STM holds the text itself)
             if not by_tier:
                 yield from self._check_ids_free([note] if note.explicit_id else [])
             if "stm" in by_tier:
@@ -444,11 +444,17 @@ class NoteWriter:
         stm_written = {} if stm_written is None else stm_written
         scopes = {"users": [n.user_id for n in batch], "sessions": [n.session_id for n in batch]}
         yield Query(sql.LOCK_SCOPES, scopes, "none")
-        existing: dict[tuple[str, str, str], tuple[str, str]] = {}
+        existing: dict[tuple[str, str, str], tuple[str, str, str]] = {}
+        rank = {
+            "ltm": 2,
+            "merged": 1,
+            "stm": 0,
+        }  # a current note of the text, then the note it was merged into
         for row in (yield Query(sql.FIND_EXISTING, {**scopes, "hashes": [n.content_hash for n in batch]})):
             key = (row.user_id, row.session_id, row.content_hash)
-            if key not in existing or row.tier == "ltm":
-                existing[key] = (str(row.id), row.tier)
+            tier = "ltm" if row.tier == "merged" else row.tier
+            if key not in existing or rank[row.tier] > rank[existing[key][2]]:
+                existing[key] = (str(row.id), tier, row.tier)
         # one id per (scope, content): earlier duplicates in the batch win, then stored notes
         chosen: dict[tuple[str, str, str], validation.NewNote] = {}
         ids: list[str] = []
