@@ -127,7 +127,9 @@ async def _session(client: Client) -> None:
     assert "NotFoundError" in _error(
         await client.call_tool("read", {"memory_id": other["id"], "user_id": "u2"})
     )
-    assert "ValidationError: id" in _error(await client.call_tool("delete", {"memory_id": "nope"}))
+    assert "ValidationError: memory_id" in _error(await client.call_tool("delete", {"memory_id": "nope"}))
+    for tool in ("read", "update", "linked_notes"):  # the tool's own argument is named
+        assert "ValidationError: memory_id" in _error(await client.call_tool(tool, {"memory_id": "nope"}))
     assert "NotFoundError: entity" in _error(await client.call_tool("get_entity_info", {"name": "Zorro"}))
 
     assert _data(await client.call_tool("delete", {"memory_id": other["id"], "user_id": "u1"})) == {

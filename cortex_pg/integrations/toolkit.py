@@ -181,8 +181,9 @@ class Toolkit:
         await self._ready()
         astore = self._async_store()
         uid = validation.scope_id(args.user_id, "user_id")
-        note = await astore.get(args.memory_id, user_id=uid, touch=True)
-        links = await astore.get_links(args.memory_id, user_id=uid)
+        nid = validation.note_id(args.memory_id, "memory_id")  # (the tool's argument names the field)
+        note = await astore.get(nid, user_id=uid, touch=True)
+        links = await astore.get_links(nid, user_id=uid)
         return to_jsonable_python({**note.to_dict(), "links": links})
 
     async def aupdate(self, args: UpdateArgs) -> dict[str, Any]:
@@ -194,14 +195,16 @@ class Toolkit:
         await self._ready()
         fields = {k: getattr(args, k) for k in UPDATE_FIELDS if getattr(args, k) is not None}
         uid = validation.scope_id(args.user_id, "user_id")
-        note = await self._async_store().update(args.memory_id, user_id=uid, **fields)
+        nid = validation.note_id(args.memory_id, "memory_id")
+        note = await self._async_store().update(nid, user_id=uid, **fields)
         return note.to_dict()
 
     async def adelete(self, args: NoteIdArgs) -> dict[str, Any]:
         """``{"deleted": bool}`` (False: no such note)."""
         await self._ready()
         uid = validation.scope_id(args.user_id, "user_id")
-        return {"deleted": await self._async_store().delete(args.memory_id, user_id=uid)}
+        nid = validation.note_id(args.memory_id, "memory_id")
+        return {"deleted": await self._async_store().delete(nid, user_id=uid)}
 
     async def alinked_notes(self, args: LinkedNotesArgs) -> dict[str, Any]:
         """``{"notes": [{note, hops, path_strength, via, link_type, link_strength, link_reason,
@@ -209,7 +212,10 @@ class Toolkit:
         await self._ready()
         uid = validation.scope_id(args.user_id, "user_id")
         found = await self._async_store().linked_notes(
-            args.memory_id, depth=args.depth, min_strength=args.min_strength, user_id=uid
+            validation.note_id(args.memory_id, "memory_id"),
+            depth=args.depth,
+            min_strength=args.min_strength,
+            user_id=uid,
         )
         return {"notes": [to_jsonable_python({**asdict(x), "note": x.note.to_dict()}) for x in found]}
 
