@@ -60,9 +60,7 @@ def alice(db_url):
     )
     s.update(ids[0], user_id="alice", content="I parked the car in the airport garage, level 3B")
     s.update(ids[0], user_id="alice", links={ids[2]: {"type": "related", "strength": 0.8, "reason": "car"}})
-    s.update(
-        ids[2], user_id="alice", links={ids[1]: {"type": "extends", "strength": 0.9, "reason": "meetings"}}
-    )
+    s.set_links(ids[2], {ids[1]: {"type": "extends", "strength": 0.9, "reason": "meetings"}}, user_id="alice")
     EntityMemory(s, user_id="alice").save("Alice works at Acme Corp. Alice knows Bob.")
     yield s, ids
     s.close()

@@ -582,9 +582,10 @@ class NoteWriter:
         Updatable: content (re-embedded), keywords, tags, context, category, importance,
         memory_type, time (the memory's own time), metadata (merged into the stored dict:
         keys given replace, other keys stay; a value of None deletes the key), links
-        (``{target_id: {type, strength, reason}}``: the note's outgoing links become these,
-        written with their reciprocals by :func:`cortex_pg.store.links.replace_links` in
-        the same transaction; ``links={}`` clears them).
+        (``{target_id: {type, strength, reason}}``: the note's links become these, written
+        with their reciprocals by :func:`cortex_pg.store.links.replace_links` in the same
+        transaction; a link to a note left out goes with its reciprocal, whichever note made
+        it; ``links={}`` clears them; :meth:`set_links` adds links and keeps the others).
 
         Args:
             id: the note id.
