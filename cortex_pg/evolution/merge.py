@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, text
 
+from cortex_pg.db.retry import retry_transient
 from cortex_pg.embeddings.base import Embedder
 from cortex_pg.errors import NotFoundError, ValidationError, translate_db_errors
 from cortex_pg.store import sql as store_sql
@@ -227,6 +228,7 @@ def merge_in(
     }
 
 
+@retry_transient  # (its row locks can deadlock with a concurrent write of either note)
 def merge_notes(
     store: MemoryStore,
     source_id: str | uuid.UUID,

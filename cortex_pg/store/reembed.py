@@ -75,7 +75,12 @@ def _embed_notes(conn: Connection, embedder: Embedder, rows: list[Row[Any]]) -> 
     # (beside the active model's rows, which stay: a back-fill drops no other model's rows)
     write_text_embeddings(conn, embedder.name, notes, drop_other_models=False)
     write_context_embeddings(
-        conn, embedder, [r.user_id for r in rows], [str(r.id) for r in rows], drop_other_models=False
+        conn,
+        embedder,
+        [r.user_id for r in rows],
+        [str(r.id) for r in rows],
+        drop_other_models=False,
+        followers=False,
     )
 
 
@@ -113,6 +118,7 @@ def prepare(engine: Engine, embedder: Embedder) -> str:
     return index
 
 
+@retry_transient  # (a batch deadlocked with a writer: the batches done stay done)
 def backfill(
     engine: Engine,
     embedder: Embedder,

@@ -725,7 +725,8 @@ class NoteWriter:
         def body() -> Plan[int]:
             # the note that follows it in its session loses it as its context
             owner = uid or (yield Query(sql.ID_OWNER, {"id": nid}, "scalar_one_or_none"))
-            if owner is not None and source != "ltm":  # its session's scope lock first (LOCK_SCOPES)
+            if owner is not None:  # its session's scope lock first (LOCK_SCOPES): an STM row goes,
+                # or the LTM note the next one reads as its context
                 yield Query(sql.LOCK_NOTE_SCOPES, {"user_id": owner, "ids": [nid]}, "none")
             after = (
                 (yield Query(sql.NEXT_IN_SESSION, {"id": nid, "u": owner}, "first"))
@@ -855,14 +856,29 @@ def check_vectors(embedder: Embedder, vectors: list[list[float]], expected: int)
 
 
 def write_context_embeddings(
-    conn: Connection, embedder: Embedder, users: list[str], ids: list[str], *, drop_other_models: bool = True
+    conn: Connection,
+    embedder: Embedder,
+    users: list[str],
+    ids: list[str],
+    *,
+    drop_other_models: bool = True,
+    followers: bool = True,
 ) -> int:
     """:func:`context_embeddings` on the caller's transaction ``conn``."""
-    return in_transaction(conn, context_embeddings(embedder, users, ids, drop_other_models=drop_other_models))
+    return in_transaction(
+        conn,
+        context_embeddings(embedder, users, ids, drop_other_models=drop_other_models, followers=followers),
+    )
 
 
 def context_embeddings(
-    embedder: Embedder, users: list[str], ids: list[str], *, new: bool = False, drop_other_models: bool = True
+    embedder: Embedder,
+    users: list[str],
+    ids: list[str],
+    *,
+    new: bool = False,
+    drop_other_models: bool = True,
+    followers: bool = True,
 ) -> Plan[int]:
     """Embed the context texts of the notes ``ids`` (user ids ``users``) and of the stored notes
     that follow them, and write them as ``kind = 'context'`` embeddings of ``embedder``'s model
@@ -880,6 +896,9 @@ def context_embeddings(
         drop_other_models: the stored notes whose context may change (those given that are not
             new, and those that follow them) lose their rows of every other model
             (``sql.DROP_OTHER_MODEL_ROWS``); off for a back-fill of another model.
+        followers: also the notes that follow them (their predecessor is new or changed); off
+            for a back-fill, whose notes' texts did not change (a follower is back-filled as a
+            note of its own, and is not locked by the batch: it may be deleted meanwhile).
 
     Returns:
         The number of context embeddings written (notes without a predecessor get none).
@@ -899,6 +918,9 @@ def context_embeddings(
         targets = []
         for user, user_ids in sorted(by_user.items()):
             targets += yield Query(sql.CONTEXT_TEXTS, {"user_id": user, "ids": user_ids})
+    if not followers:
+        given = {(u, str(i)) for u, i in zip(users, ids, strict=True)}
+        targets = [t for t in targets if (t.user_id, str(t.id)) in given]
     fresh = {(u, str(i)) for u, i in zip(users, ids, strict=True)} if new else set()
     # stored notes whose context may have changed (given, or following one given) lose their
     # rows of other models (sql.DROP_OTHER_MODEL_ROWS)
