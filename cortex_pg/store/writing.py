@@ -60,6 +60,11 @@ INDEX_BUILD_MEMORY = "512MB"
 UPDATABLE_FIELDS = tuple(f for f in validation.NOTE_FIELDS if f not in ("id", "user_id", "session_id"))
 
 
+# which of sql.FIND_EXISTING's rows of one (user, session, text) a write takes: a current note
+# of the text, then the note a note of it was merged into, then an STM row
+_FOUND_RANK = {"ltm": 2, "merged": 1, "stm": 0}
+
+
 class NoteWriter:
     """The writing methods of :class:`~cortex_pg.store.MemoryStore` (a mixin: it uses the
     store's ``engine``, ``embedder``, ``stm_capacity``, ``enqueue_evolution``,
@@ -445,15 +450,10 @@ class NoteWriter:
         scopes = {"users": [n.user_id for n in batch], "sessions": [n.session_id for n in batch]}
         yield Query(sql.LOCK_SCOPES, scopes, "none")
         existing: dict[tuple[str, str, str], tuple[str, str, str]] = {}
-        rank = {
-            "ltm": 2,
-            "merged": 1,
-            "stm": 0,
-        }  # a current note of the text, then the note it was merged into
         for row in (yield Query(sql.FIND_EXISTING, {**scopes, "hashes": [n.content_hash for n in batch]})):
             key = (row.user_id, row.session_id, row.content_hash)
             tier = "ltm" if row.tier == "merged" else row.tier
-            if key not in existing or rank[row.tier] > rank[existing[key][2]]:
+            if key not in existing or _FOUND_RANK[row.tier] > _FOUND_RANK[existing[key][2]]:
                 existing[key] = (str(row.id), tier, row.tier)
         # one id per (scope, content): earlier duplicates in the batch win, then stored notes
         chosen: dict[tuple[str, str, str], validation.NewNote] = {}
