@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, date, datetime
 
 import pytest
 from sqlalchemy import text
@@ -125,6 +126,44 @@ def test_more_bad_filters(store, flt, fragment):
     with pytest.raises(ValidationError) as err:
         store.search("x", where_filter=flt)
     assert err.value.field == "where_filter" and fragment in str(err.value)
+
+
+@pytest.mark.parametrize("source", ["ltm", "stm"])
+def test_a_whole_number_written_with_a_fraction_matches_an_integer_field(corpus, source):
+    """1.0 is a whole number: the access count's filter matches as 1 does (it used to compile
+    to '1.0'::integer, which raised at run time)."""
+    store, ids = corpus
+    store.get(ids[1], user_id="f", touch=True)  # access_count 1 for the snake
+    for flt in ({"access_count": 1.0}, {"access_count": {"$in": [1.0, 7]}}, {"access_count": {"$gte": 1.00}}):
+        found = {
+            r.id
+            for r in store.search(
+                "python snake", user_id="f", where_filter=flt, memory_source=source, touch=False
+            )
+        }
+        assert found == {ids[1]}, flt
+    assert store.search("python", user_id="f", where_filter={"access_count": 2.0}, touch=False) == []
+
+
+def test_dates_in_filters_and_metadata_are_iso_dates(store):
+    """A Python date is written as its ISO 8601 date, in a filter and in metadata (it used to
+    be refused as not JSON-serialisable)."""
+    nid = store.add(
+        "dated note", user_id="d", metadata={"due": date(2024, 1, 1)}, time="2024-05-01T12:00:00Z"
+    )
+    assert store.get(nid, user_id="d").metadata == {"due": "2024-01-01"}
+    for flt in (
+        {"due": date(2024, 1, 1)},
+        {"created_at": {"$gte": date(2024, 5, 1), "$lt": date(2024, 5, 2)}},
+        {"created_at": {"$gte": datetime(2024, 5, 1, 11, tzinfo=UTC)}},
+    ):
+        assert [r.id for r in store.search("dated", user_id="d", where_filter=flt, touch=False)] == [nid], flt
+    assert (
+        store.search(
+            "dated", user_id="d", where_filter={"created_at": {"$lt": date(2024, 5, 1)}}, touch=False
+        )
+        == []
+    )
 
 
 def test_deep_filters_are_refused_before_sql(store):

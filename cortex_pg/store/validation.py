@@ -27,7 +27,7 @@ import unicodedata
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 from cortex_pg.config import DEFAULT_SESSION_ID, DEFAULT_USER_ID
@@ -167,7 +167,8 @@ def _distinct_keys(pairs: list[tuple[str, Any]], field: str) -> dict[str, Any]:
 
 
 def _json_default(obj: object) -> object:
-    if isinstance(obj, datetime):
+    # (a datetime is a date too: its time and offset are kept)
+    if isinstance(obj, date):
         return obj.isoformat()
     if isinstance(obj, uuid.UUID):
         return str(obj)
