@@ -105,3 +105,25 @@ def test_facades_refuse_an_rls_store(rls_store):
         with pytest.raises(ValidationError) as err:
             make()
         assert err.value.field == "store"
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "DELETE FROM cortex.alembic_version",
+        "UPDATE cortex.alembic_version SET version_num = '0001'",
+        "INSERT INTO cortex.alembic_version VALUES ('x')",
+        "DELETE FROM cortex.stm_server",
+        "UPDATE cortex.stm_server SET started_at = now()",
+    ],
+)
+def test_the_app_role_cannot_write_tables_no_tenant_owns(rls_store, db_url, statement):
+    """A tenant's session under the application role could delete the schema's revision (every
+    store then failed to open) or the STM check's row; it may only read them."""
+    with tenancy.tenant_scope("mallory"), pytest.raises(Exception) as err, rls_store.engine.begin() as conn:
+        conn.execute(text(statement))
+    assert "permission denied" in str(err.value)
+    with tenancy.tenant_scope("mallory"), rls_store.engine.begin() as conn:
+        assert conn.execute(text("SELECT count(*) FROM cortex.alembic_version")).scalar_one() == 1
+    reopened = MemoryStore.open(db_url, embedder="hashing", auto_migrate=False, isolation="rls")
+    reopened.close()
