@@ -65,6 +65,31 @@ def test_a_deleted_notes_id_stays_with_its_tenant(store):
     assert store.add("back again", user_id="alice", id=nid) == nid
 
 
+def test_a_short_term_note_under_an_id_the_tenant_uses_is_a_conflict(store):
+    """add(to_ltm=False) with an id of one of the tenant's notes and another text: a conflict,
+    as the long-term path's (it kept the stored text and returned the id, or wrote a second
+    text under a long-term note's id)."""
+    both = store.add("The boiler service is on Thursday", user_id="alice", session_id="s1")
+    ltm_only = store.add("Car is parked on level 3", user_id="alice", session_id="s2", to_stm=False)
+    for nid, session in ((both, "s1"), (ltm_only, "s2")):
+        with pytest.raises(ConflictError) as err:
+            store.add(
+                "Dentist appointment on Monday", user_id="alice", session_id=session, id=nid, to_ltm=False
+            )
+        assert err.value.field == "id"
+    assert [n.content for n in store.list_notes(user_id="alice", session_id="s1", memory_source="stm")] == [
+        "The boiler service is on Thursday"
+    ]
+    assert store.list_notes(user_id="alice", session_id="s2", memory_source="stm") == []
+    # the same text under its own id is the note itself; a deleted note's id is free again
+    assert (
+        store.add("Car is parked on level 3", user_id="alice", session_id="s2", id=ltm_only, to_ltm=False)
+        == ltm_only
+    )
+    assert store.delete(both, user_id="alice")
+    assert store.add("Dentist appointment", user_id="alice", session_id="s1", id=both, to_ltm=False) == both
+
+
 def test_plain_sql_cannot_reuse_another_tenants_id(store):
     nid = store.add("alice's", user_id="alice")
     with pytest.raises(Exception) as err, store.engine.begin() as conn:

@@ -210,6 +210,14 @@ WITH hits AS MATERIALIZED (
 SELECT h.* FROM hits h CROSS JOIN touched ORDER BY h.score DESC, h.id
 """
 
+# a note of this tenant under this id, in either tier (merged notes too)
+NOTE_ID_STORED = """
+SELECT 1 FROM cortex.notes WHERE user_id = :user_id AND id = CAST(:id AS uuid)
+UNION ALL
+SELECT 1 FROM cortex.stm_notes WHERE user_id = :user_id AND id = CAST(:id AS uuid)
+LIMIT 1
+"""
+
 # add_many(bulk=True): one bulk load at a time per database (session advisory lock); the
 # model's HNSW index is dropped only while the model has no embeddings, and rebuilt by
 # cortex.register_embedding_model after the load.

@@ -417,8 +417,12 @@ class NoteWriter:
             yield Query(sql.LOCK_SCOPES, scopes, "none")
             found = yield Query(sql.FIND_EXISTING, {**scopes, "hashes": [note.content_hash]})
             by_tier = {r.tier: str(r.id) for r in found if r.tier != "merged"}  # (STM holds the text itself)
-            if not by_tier:
-                yield from self._check_ids_free([note] if note.explicit_id else [])
+            if not by_tier and note.explicit_id:
+                yield from self._check_ids_free([note])
+                # (the long-term path's insert meets the id's primary key; STM's upsert would
+                # keep the stored text, or put a second text under a long-term note's id)
+                if (yield Query(sql.NOTE_ID_STORED, {"user_id": note.user_id, "id": str(note.id)})):
+                    raise ConflictError(f"a note with id {note.id} already exists", "23505", field="id")
             if "stm" in by_tier:
                 return by_tier["stm"]
             if "ltm" in by_tier:
