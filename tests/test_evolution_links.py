@@ -67,6 +67,15 @@ def test_links_refuse_self_other_user_and_bad_values(store):
         with pytest.raises(ValidationError) as err:
             store.update(a, user_id="u", links={b: {"type": blank}})
         assert err.value.field.endswith(".type")
+    for bad in ("rel\x00ated", "rel\ud800"):  # named as the link's type, not as the database's input
+        for write in (
+            lambda t: store.update(a, user_id="u", links={b: {"type": t}}),
+            lambda t: store.set_links(a, {b: {"type": t}}, user_id="u"),
+            lambda t: store.add("four", user_id="u", links={b: {"type": t}}),
+        ):
+            with pytest.raises(ValidationError) as err:
+                write(bad)
+            assert err.value.field == f"links[{b!r}].type"
     with store.engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM cortex.note_links")).scalar_one() == 0
 

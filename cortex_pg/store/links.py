@@ -149,6 +149,7 @@ def parse_links(source: uuid.UUID, links: Mapping[Any, Any], field: str = "links
             link_type = DEFAULT_TYPE
         if not isinstance(link_type, str) or not link_type.strip() or len(link_type) > 64:
             raise ValidationError(f"{name}.type", "must be a non-blank string of at most 64 characters")
+        validation.short_text(link_type, f"{name}.type")  # no NUL, encodable
         strength = validation.unit_interval(spec.get("strength", DEFAULT_STRENGTH), f"{name}.strength")
         reason = validation.short_text(spec.get("reason"), f"{name}.reason")
         out.append(Link(source, target, link_type.strip().lower(), strength, reason))
