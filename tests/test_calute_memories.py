@@ -461,3 +461,21 @@ def test_long_term_similar_pairs_equal_the_pairwise_definition(store):
             and len(words[a] & words[b]) / max(len(words[a]), len(words[b])) >= threshold
         }
         assert got == want and (threshold == 1.0 or want), threshold
+
+
+def test_a_text_merged_away_and_saved_again_is_a_new_item(store):
+    """merge_similar keeps the longer text and deletes the other (as calute); saving that text
+    again stores it (it used to find the keeper, which does not hold it, and store nothing)."""
+    ltm = LongTermMemory(store=store, user_id="u", session_id="merge-resave")
+    cats = ltm.save("I love cats very much")
+    ltm.save("I love dogs very much indeed")
+    assert ltm.merge_similar(similarity_threshold=0.6) == 1
+    kept = ltm.retrieve(limit=10)
+    assert [i.content for i in kept] == ["I love dogs very much indeed"]
+    again = ltm.save("I love cats very much")
+    assert again.content == "I love cats very much" and again.memory_id != cats.memory_id
+    assert sorted(i.content for i in ltm.retrieve(limit=10)) == [
+        "I love cats very much",
+        "I love dogs very much indeed",
+    ]
+    assert ltm.search("cats")[0].content == "I love cats very much"

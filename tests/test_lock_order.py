@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import text
 
+from cortex_pg import NotFoundError
 from cortex_pg.compat.calute import LongTermMemory
 from cortex_pg.evolution.evolve import decide, evolve_note, read_neighbourhood
 
@@ -90,7 +91,8 @@ def test_calute_merge_similar_beside_a_touching_read_does_not_deadlock(store, ca
 
     assert out == {"first": 3, "second": 1}
     assert _deadlocks(caplog) == []
-    assert store.get(drop, user_id="u").merged_into is not None
+    with pytest.raises(NotFoundError):  # merged away: deleted, as calute removes it
+        store.get(drop, user_id="u")
     assert store.get(keep, user_id="u").access_count == 2  # its own touch and the dropped item's
 
 

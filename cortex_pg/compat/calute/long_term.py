@@ -224,8 +224,8 @@ class LongTermMemory(ShelfBacked):
     def merge_similar(self, similarity_threshold: float = 0.8) -> int:
         """Merge items whose word sets overlap by ``|A & B| / max(|A|, |B|) >= threshold``
         (calute v3): the longer text is kept with the larger importance and the summed access
-        count; the other is marked ``merged_into`` it (kept for history, no longer listed or
-        searched). Pairs are found in SQL. Returns the number of items merged away."""
+        count; the other is deleted (as calute removes it; its text saved again is a new item).
+        Pairs are found in SQL. Returns the number of items merged away."""
         threshold = validation.unit_interval(similarity_threshold, "similarity_threshold")
         params = {**self.shelf.params, "threshold": threshold}
         merged = 0

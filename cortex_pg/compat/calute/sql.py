@@ -166,13 +166,11 @@ ORDER BY a.len DESC, a.id, b.id
 
 # the dropped item is marked merged (kept for history; search and counts skip it); the keeper
 # takes the larger importance and the sum of the access counts (calute's merge rule)
+# (the dropped item is deleted, as calute removes it: marked merged_into the keeper, which does
+# not hold its text, saving that text again found the keeper and stored nothing)
 MERGE = """
 WITH src AS (
-    UPDATE cortex.notes n
-    SET merged_into = :keep_id,
-        evolution_history = evolution_history || jsonb_build_array(jsonb_build_object(
-            'type', 'merged_into', 'target', CAST(:keep_id AS text), 'timestamp', now(),
-            'reasoning', 'calute consolidate: similar text'))
+    DELETE FROM cortex.notes n
     WHERE n.user_id = :user_id AND n.id = :drop_id AND n.merged_into IS NULL
     RETURNING n.importance, n.access_count
 )
