@@ -479,3 +479,47 @@ def test_a_text_merged_away_and_saved_again_is_a_new_item(store):
         "I love dogs very much indeed",
     ]
     assert ltm.search("cats")[0].content == "I love cats very much"
+
+
+_KILLED_PROMOTION = """
+import os, signal, sys
+from cortex_pg.compat.calute import ContextualMemory, LongTermMemory
+from cortex_pg.store import MemoryStore
+
+url, item, when = sys.argv[1:4]
+save = LongTermMemory.save
+
+def dying_save(self, *args, **kwargs):
+    if when == "after":
+        save(self, *args, **kwargs)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+LongTermMemory.save = dying_save
+cm = ContextualMemory(store=MemoryStore.open(url, embedder="hashing"), user_id="u", session_id="kill",
+                      promotion_threshold=2)
+cm.retrieve(item)
+cm.retrieve(item)  # reaches the threshold: the promotion, killed
+"""
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_promotion_killed_midway_is_finished_by_the_next_read(store, db_url, when):
+    """A process killed (SIGKILL) as it copies a short-term item to long-term memory, or right
+    after the copy: the next read past the threshold promotes it, once (the claim used to commit
+    first, and a process killed before its copy left the item claimed and never copied)."""
+    import subprocess
+    import sys
+
+    cm = ContextualMemory(store=store, user_id="u", session_id="kill", promotion_threshold=2)
+    item = cm.save("the deployment key rotates every 30 days", importance=0.3)
+    child = subprocess.run(
+        [sys.executable, "-c", _KILLED_PROMOTION, db_url, item.memory_id, when], timeout=120
+    )
+    assert child.returncode == -9
+    assert len(cm.long_term) == (1 if when == "after" else 0)
+    got = cm.retrieve(item.memory_id)
+    assert got.metadata["promoted"] is True
+    copies = cm.long_term.retrieve(limit=10)
+    assert [(i.memory_id, i.content) for i in copies] == [(item.memory_id, item.content)]
+    cm.retrieve(item.memory_id)
+    assert len(cm.long_term) == 1

@@ -8,8 +8,9 @@ top frame), so a stack pushed by one process is seen, and popped once, by any ot
 Routing: an item with ``to_long_term`` or ``importance >= importance_threshold`` goes to
 long-term memory only; any other to short-term memory. Promotion: reading a short-term item
 by id counts an access; when its access count reaches ``promotion_threshold`` it is copied to
-long-term memory exactly once (``metadata["promoted"]`` is claimed in one ``UPDATE``, and the
-copy keeps the item's id) — calute copied it again on every later read.
+long-term memory exactly once (the copy is one item per text and scope, and keeps the item's id;
+then ``metadata["promoted"]`` is claimed in one ``UPDATE``, so a process killed between the two
+leaves the next promotion to find its copy) — calute copied it again on every later read.
 
 Context boost of :meth:`ContextualMemory.search` (calute's ``_rerank_by_context``)::
 
@@ -199,8 +200,17 @@ class ContextualMemory:
         return found
 
     def _promote(self, note: Any) -> Any:
-        """Claim the promotion (one UPDATE; only one caller wins) and copy to long-term."""
+        """Copy to long-term, then claim the promotion (one UPDATE; only one caller wins).
+
+        The copy comes first: a text is one item per scope and shelf, so callers racing here
+        write one copy between them, and a process killed between the copy and the claim
+        leaves an unclaimed item whose next promotion finds its copy (claimed first, the claim
+        of a killed process stayed with no copy, and no later read promoted the item again)."""
+        if note.metadata.get("promoted"):
+            return None
         shelf = self.short_term.shelf
+        meta = {**note.metadata, "promoted": True}
+        self.long_term.save(note.content, meta, importance=float(note.metadata.get("importance", 0.6)))
         claim = (
             "UPDATE cortex.stm_notes SET metadata = metadata || jsonb_build_object('promoted', true) "
             "WHERE user_id = :user_id AND id = :id AND NOT coalesce((metadata->>'promoted')::boolean, false) "
@@ -210,12 +220,6 @@ class ContextualMemory:
             won = conn.execute(text(claim), {"user_id": shelf.user_id, "id": note.id}).first()
         if won is None:
             return None
-        meta = {**note.metadata, "promoted": True}
-        try:
-            self.long_term.save(note.content, meta, importance=float(note.metadata.get("importance", 0.6)))
-        except BaseException:
-            shelf.update(note.id, {"metadata": {"promoted": None}})
-            raise
         return shelf.get(note.id)
 
     def search(
