@@ -233,6 +233,29 @@ def test_update_reextracts_and_merges_metadata(em):
     assert [i.memory_id for i in em.retrieve(filters={"keep": 1})] == [item.memory_id]
 
 
+def test_an_update_whose_indexing_fails_changes_nothing(em, monkeypatch):
+    """The new text and its entities are one transaction: indexing that fails (or a process
+    killed there) leaves the old text with its own entities (the text used to commit first,
+    and the graph kept describing the old one)."""
+    from cortex_pg.entities.repository import EntityStore
+
+    item = em.save("Alice Walker moved to Berlin in 2019.")
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("indexing died")
+
+    monkeypatch.setattr(EntityStore, "index_note", broken)
+    with pytest.raises(RuntimeError):
+        em.update(item.memory_id, {"content": "Bob Stone moved to Lisbon in 2021."})
+    monkeypatch.undo()
+    assert em.retrieve(item.memory_id).content == "Alice Walker moved to Berlin in 2019."
+    assert em.get_entity_info("Alice Walker")["frequency"] == 1
+    assert em.get_entity_info("Bob Stone") == {"mentions": [], "relationships": []}
+    assert em.update(item.memory_id, {"content": "Bob Stone moved to Lisbon in 2021."})
+    assert em.get_entity_info("Alice Walker") == {"mentions": [], "relationships": []}
+    assert em.get_entity_info("Bob Stone")["frequency"] == 1
+
+
 def test_clear_and_tenant_isolation(store, em):
     em.save("Alice works at Acme Corp")
     other = EntityMemory(store, user_id="v")

@@ -503,6 +503,31 @@ def test_update_with_a_bad_link_changes_nothing(ams):
     assert ams.read(a, user_id="U").content == "a new text" and list(ams.read(a, user_id="U").links) == [b]
 
 
+def test_a_content_update_and_its_processing_job_are_one_write(ams, monkeypatch):
+    """The new text and the job that analyses it commit together: a job that cannot be queued
+    (or a process killed there) leaves the old text (the text used to commit first, and a
+    killed process left it without a job, so nothing ever processed it)."""
+    from cortex_pg.store import jobs as queue
+
+    a = ams.add_note("Paris is the capital of France", user_id="J")
+    enqueue = queue.enqueue
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("queue died")
+
+    monkeypatch.setattr(queue, "enqueue", broken)
+    with pytest.raises(RuntimeError):
+        ams.update(a, user_id="J", content="Kubernetes autoscaling reacts to load")
+    monkeypatch.setattr(queue, "enqueue", enqueue)
+    assert ams.read(a, user_id="J").content == "Paris is the capital of France"
+    assert ams.update(a, user_id="J", content="Kubernetes autoscaling reacts to load")
+    with ams.store.engine.connect() as conn:
+        jobs = conn.execute(
+            text("SELECT count(*) FROM cortex.evolution_jobs WHERE note_id = :id"), {"id": a}
+        ).scalar_one()
+    assert jobs == 2  # the note's own, and its new text's
+
+
 def test_a_read_in_another_session_is_not_counted(ams):
     a = ams.add_note("a note of session one", user_id="R", session_id="one")
     assert ams.read(a, user_id="R", session_id="two") is None

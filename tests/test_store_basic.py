@@ -74,6 +74,35 @@ def test_update_merges_metadata_and_reembeds(store):
     assert stm[0].content == "quantum chromodynamics lecture notes"
 
 
+def test_update_runs_a_callers_write_in_its_transaction(store):
+    """in_same_transaction sees the new text and commits with it; when it raises, the update
+    is rolled back with it."""
+    from sqlalchemy import text
+
+    nid = store.add("the first text", user_id="u")
+    seen = []
+
+    def record(conn):
+        seen.append(
+            conn.execute(text("SELECT content FROM cortex.notes WHERE id = :id"), {"id": nid}).scalar_one()
+        )
+
+    assert store.update(nid, user_id="u", content="the second text", in_same_transaction=record).content == (
+        "the second text"
+    )
+    assert seen == ["the second text"]
+
+    def broken(conn):
+        conn.execute(text("UPDATE cortex.notes SET importance = 1 WHERE id = :id"), {"id": nid})
+        raise RuntimeError("the caller's write failed")
+
+    with pytest.raises(RuntimeError):
+        store.update(nid, user_id="u", content="the third text", tags=["x"], in_same_transaction=broken)
+    note = store.get(nid, user_id="u")
+    assert (note.content, note.tags, note.importance) == ("the second text", [], 0.5)
+    assert [r.content for r in store.search("second", user_id="u", touch=False)] == ["the second text"]
+
+
 def test_update_refuses_scope_change_and_unknown_fields(store):
     nid = store.add("note", user_id="u", session_id="s")
     with pytest.raises(ImmutableFieldError) as err:

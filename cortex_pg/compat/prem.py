@@ -31,7 +31,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 
 from cortex_pg.collections import (
     LLMDescriber,
@@ -376,13 +376,20 @@ class AgenticMemorySystem:
             fields["metadata"] = meta
         if links is not None:  # one transaction with the other fields: a bad link changes nothing
             fields["links"] = links
-        if fields:
-            self.store.update(memory_id, user_id=current.user_id, **fields)
-        if reprocess:
-            import uuid as _uuid
+        import uuid as _uuid
 
-            with self.store.engine.begin() as conn:
-                queue.enqueue(conn, [current.user_id], [_uuid.UUID(current.id)])
+        def enqueue(conn: Connection) -> None:  # with the new text: a killed process left it
+            # with no processing job
+            queue.enqueue(conn, [current.user_id], [_uuid.UUID(current.id)])
+
+        if fields:
+            self.store.update(
+                memory_id,
+                user_id=current.user_id,
+                in_same_transaction=enqueue if reprocess else None,
+                **fields,
+            )
+        if reprocess:
             self._schedule(current.id, current.user_id)
         return True
 

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 
 from cortex_pg.compat import item_views
 from cortex_pg.compat.memory_item import ITEM_FIELDS, MemoryItem, item_from_note
@@ -231,10 +231,17 @@ class EntityMemory:
             fields["metadata"] = meta
         if "importance" in updates:
             fields["importance"] = updates["importance"]
+
+        def index(conn: Connection) -> None:  # in the update's transaction: a killed process
+            # left the new text with the old text's entities
+            self.graph.index_note(
+                self.user_id, note.id, content, ex, seen_at=note.created_at, replace=True, conn=conn
+            )
+
         if fields:
-            self.store.update(note.id, user_id=self.user_id, **fields)
-        if ex is not None:
-            self.graph.index_note(self.user_id, note.id, content, ex, seen_at=note.created_at, replace=True)
+            self.store.update(
+                note.id, user_id=self.user_id, in_same_transaction=None if ex is None else index, **fields
+            )
         return True
 
     def delete(self, memory_id: str | None = None, filters: Mapping[str, Any] | None = None) -> int:

@@ -580,7 +580,14 @@ class NoteWriter:
     @retry_transient
     @tenant_scoped
     @operation
-    def update(self, id: str | uuid.UUID, *, user_id: str | None = None, **fields: Any) -> Plan[Note]:
+    def update(
+        self,
+        id: str | uuid.UUID,
+        *,
+        user_id: str | None = None,
+        in_same_transaction: Callable[[Connection], Any] | None = None,
+        **fields: Any,
+    ) -> Plan[Note]:
         """Change fields of a note (both tiers); returns the updated note.
 
         Updatable: content (re-embedded), keywords, tags, context, category, importance,
@@ -594,6 +601,11 @@ class NoteWriter:
         Args:
             id: the note id.
             user_id: the owning tenant (routes the lookup; None looks in every tenant).
+            in_same_transaction: called with the update's connection once the note's rows are
+                written, in the update's transaction (it may be called again when the update is
+                retried): rows a caller keeps beside the note (its entity mentions, a processing
+                job) commit with the new fields, or neither does. Not called when nothing is
+                written (no field given).
 
         Raises:
             ImmutableFieldError: ``session_id`` (or ``user_id`` in ``fields``) differs from the stored value.
@@ -706,6 +718,8 @@ class NoteWriter:
                         "none",
                     )
                     yield from self._write_context_embeddings([uid] * len(placed), placed)
+                if in_same_transaction is not None:
+                    yield WithConnection(in_same_transaction)
 
             yield Transaction(body())
         return (yield from plan_of(self.get, nid, user_id=uid))
