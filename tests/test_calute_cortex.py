@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import cortex_pg
 from cortex_pg import CortexMemory
 from cortex_pg.db import embedded
 from cortex_pg.embeddings import HashingEmbedder
@@ -70,6 +71,48 @@ def test_save_task_result_writes_every_store(cm):
     assert [i.content for i in cm.long_term.retrieve(filters={})] == ["approved with comments"]
     assert len(cm.contextual.long_term) == 1
     assert cm.entity_memory.get_entity_info("Alice")["frequency"] == 1
+
+
+@pytest.mark.parametrize(
+    ("task", "result", "role", "field"),
+    [
+        ("x" * 150 + "\x00", "done", "Tester", "task_description"),  # NUL past the first 100 characters
+        (None, "done", "Tester", "task_description"),
+        ("a task", "done", 7, "agent_role"),
+        ("a task", "done", None, "agent_role"),
+        ("a task", "   ", "Tester", "result"),
+    ],
+)
+def test_save_task_result_refuses_bad_input_before_any_write(cm, task, result, role, field):
+    """Every text is checked first (a NUL in the task past its first 100 characters used to be
+    refused after the short- and long-term items were written; an agent role of 7 was stored,
+    and every later summary of the scope raised AttributeError)."""
+    with pytest.raises(cortex_pg.ValidationError) as err:
+        cm.save_task_result(task, result, role, importance=0.9)
+    assert err.value.field == field
+    assert len(cm.short_term) == len(cm.long_term) == len(cm.entity_memory) == 0
+    assert len(cm.contextual.short_term) == len(cm.contextual.long_term) == 0
+    assert cm.long_term.consolidate() == "No long-term memories available."
+
+
+def test_item_fields_and_updates_of_the_wrong_type_are_typed_errors(cm):
+    """An item field that is not a string, and updates that are not a dict, are ValidationErrors
+    naming them (they were stored, or raised AttributeError / TypeError)."""
+    for shelf in (cm.short_term, cm.long_term):
+        with pytest.raises(cortex_pg.ValidationError) as err:
+            shelf.save("an item", agent_id=7)
+        assert err.value.field == "agent_id"
+        item = shelf.save("an item", agent_id="a7")
+        for bad in (None, ["content"], "content"):
+            with pytest.raises(cortex_pg.ValidationError) as err:
+                shelf.update(item.memory_id, bad)
+            assert err.value.field == "updates"
+        with pytest.raises(cortex_pg.ValidationError) as err:
+            shelf.update(item.memory_id, {"conversation_id": 3})
+        assert err.value.field == "updates.conversation_id"
+    with pytest.raises(cortex_pg.ValidationError):
+        cm.contextual.update(item.memory_id, None)
+    assert "A7" in cm.long_term.consolidate()  # the summary still works: grouped by agent
 
 
 def test_truncation_lengths(cm):

@@ -42,7 +42,7 @@ from cortex_pg.db import embedded
 from cortex_pg.embeddings.base import Embedder
 from cortex_pg.entities import EntityMemory
 from cortex_pg.entities.extract import extract
-from cortex_pg.errors import translate_db_errors
+from cortex_pg.errors import ValidationError, translate_db_errors
 from cortex_pg.store import MemoryStore, validation
 
 BULLET = "  • "
@@ -241,13 +241,22 @@ class CortexMemory:
         ``task_metadata`` (copied, not changed) plus ``task`` (100 characters) and ``agent_role``.
 
         Raises:
-            ValidationError: blank result, bad importance or metadata (checked before any write).
+            ValidationError: blank result, a task description or agent role that is not a
+                string (or holds NUL), bad importance or metadata (checked before any write).
         """
         imp = validation.importance(importance)
         validation.content(result, "result")
+        for value, field in ((task_description, "task_description"), (agent_role, "agent_role")):
+            if not isinstance(value, str):
+                raise ValidationError(field, f"must be a string, got {type(value).__name__}")
+            validation.short_text(value, field)
+        # every text written below, before the first write (a refusal half-way left the items
+        # written before it)
+        validation.content(f"{task_description} {result}", "task_description")
         meta = {**validation.metadata(task_metadata, "task_metadata")}
         meta["task"] = task_description[:100]
         meta["agent_role"] = agent_role
+        validation.metadata(meta, "task_metadata")
         if self.short_term is not None:
             self.short_term.save(
                 f"Task completed: {task_description[:100]} - Result: {result[:200]}",

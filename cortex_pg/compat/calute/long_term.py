@@ -204,11 +204,20 @@ class LongTermMemory(ShelfBacked):
 
     def update(self, memory_id: str, updates: Mapping[str, Any]) -> bool:
         """Change ``content`` (re-embedded), ``metadata`` (merged), ``importance``; other keys
-        go into the metadata. Returns False when the item is not here."""
+        go into the metadata. Returns False when the item is not here.
+
+        Raises:
+            ValidationError: ``updates`` or its ``metadata`` not a dict, or a bad value.
+        """
+        if not isinstance(updates, Mapping):
+            raise ValidationError("updates", f"must be a dict, got {type(updates).__name__}")
         if "importance" in updates:
             updates = {
                 **updates,
-                "metadata": {**(updates.get("metadata") or {}), "importance": updates["importance"]},
+                "metadata": {
+                    **validation.metadata(updates.get("metadata"), "updates.metadata"),
+                    "importance": updates["importance"],
+                },
             }
         return self.shelf.update(memory_id, updates) is not None
 

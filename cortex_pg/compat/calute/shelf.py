@@ -27,6 +27,8 @@ from cortex_pg.store.memory_store import note_from_row
 from cortex_pg.store.stm_loss import report_unwritten
 
 TABLES = {"stm": "cortex.stm_notes", "ltm": "cortex.notes"}
+#: calute's item fields kept in a note's metadata: strings (summaries title-case them)
+ITEM_FIELD_NAMES = ("agent_id", "task_id", "conversation_id", "user_id")
 
 
 class Shelf:
@@ -120,8 +122,11 @@ class Shelf:
         other key is stored in the metadata. Returns None when the item is not on this shelf.
 
         Raises:
-            ValidationError: a bad value.
+            ValidationError: ``updates`` not a dict, a bad value, or an item field (``agent_id``,
+                ``task_id``, ``conversation_id``, ``user_id``) that is not a string.
         """
+        if not isinstance(updates, Mapping):
+            raise ValidationError("updates", f"must be a dict, got {type(updates).__name__}")
         note = self.get(memory_id)
         if note is None:
             return None
@@ -130,6 +135,8 @@ class Shelf:
         for key, value in updates.items():
             if key in ("content", "importance"):
                 fields[key] = value
+            elif key in ITEM_FIELD_NAMES and value is not None and not isinstance(value, str):
+                raise ValidationError(f"updates.{key}", f"must be a string, got {type(value).__name__}")
             elif key not in ("metadata", "memory_id", "memory_type", "timestamp", "embedding"):
                 meta[key] = value
         if meta:

@@ -15,6 +15,7 @@ from typing import Any
 from cortex_pg.compat.calute.shelf import Shelf, ShelfBacked
 from cortex_pg.compat.memory_item import MemoryItem, item_from_note
 from cortex_pg.compat.threaded import threaded
+from cortex_pg.errors import ValidationError
 from cortex_pg.store import MemoryStore
 from cortex_pg.store.memory_store import facade_store, validation
 
@@ -28,11 +29,16 @@ def item_metadata(
     and the item fields ``agent_id`` / ``task_id`` / ``conversation_id`` / ``user_id`` that are set.
 
     Raises:
-        ValidationError: not JSON-serialisable.
+        ValidationError: not JSON-serialisable, or an item field that is not a string (named
+            by the field: an ``agent_id`` of 7 broke every later summary of the scope).
     """
     meta = dict(validation.metadata(metadata))
     meta.update(validation.metadata(dict(kwargs), "kwargs"))
-    meta.update({k: v for k, v in fields.items() if v is not None})
+    for k, v in fields.items():
+        if v is not None:
+            if not isinstance(v, str):
+                raise ValidationError(k, f"must be a string, got {type(v).__name__}")
+            meta[k] = validation.short_text(v, k)
     return meta
 
 
