@@ -523,3 +523,17 @@ def test_a_promotion_killed_midway_is_finished_by_the_next_read(store, db_url, w
     assert [(i.memory_id, i.content) for i in copies] == [(item.memory_id, item.content)]
     cm.retrieve(item.memory_id)
     assert len(cm.long_term) == 1
+
+
+def test_an_item_dated_in_the_future_scores_as_one_written_now(store):
+    """The long-term recency is at most 1 (an item dated 2100 scored 22 and outranked the match);
+    so is the score of a blank query's list."""
+    ltm = LongTermMemory(store=store, user_id="u", session_id="future")
+    ltm.save("the database migration runbook lives in the wiki")
+    ltm.save("lunch order for friday", time="2100-01-01T00:00:00Z", importance=1.0)
+    found = ltm.search("database migration runbook")
+    assert found[0].content == "the database migration runbook lives in the wiki"
+    assert all(0 <= i.relevance_score <= 1 for i in found)
+    assert all(0 <= i.relevance_score <= 1 for i in ltm.search(""))
+    future = next(i for i in ltm.search("") if i.content == "lunch order for friday")
+    assert future.relevance_score == pytest.approx(0.5 + 0.3 + 0.2)

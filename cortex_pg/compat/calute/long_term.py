@@ -2,16 +2,17 @@
 
 Search score (calute's weights, computed in SQL over the hybrid candidates)::
 
-    score = 0.5 * relevance + 0.3 * max(0, 1 - age_days / retention_days) + 0.2 * importance
+    score = 0.5 * relevance + 0.3 * min(1, max(0, 1 - age_days / retention_days)) + 0.2 * importance
 
 with ``relevance`` the store's hybrid relevance in [0, 1] (score fusion of the vector and BM25
 scores over the query's candidates, smoothed with session neighbours; README "How search
-scores") and ``age_days`` measured from the item's own time.
+scores") and ``age_days`` measured from the item's own time (an item dated in the future has
+recency 1, as one written now).
 
 Cleanup (SQL, under the scope's advisory lock) runs before each save when the scope holds
 ``max_items`` items, and on :meth:`LongTermMemory.cleanup`: items older than
 ``retention_days`` go first, then the lowest by calute's cleanup score
-``0.3 * importance + 0.3 * access_count / 100 + 0.4 * (1 - age_days / retention_days)``
+``0.3 * importance + 0.3 * access_count / 100 + 0.4 * min(1, 1 - age_days / retention_days)``
 (the oldest, least important, least accessed) until the scope has room. Every removal is
 logged at WARNING level and kept in :attr:`LongTermMemory.last_cleanup` — never silent.
 """
@@ -187,7 +188,7 @@ class LongTermMemory(ShelfBacked):
         from datetime import UTC, datetime
 
         age = (datetime.now(UTC) - note.created_at).total_seconds() / 86400.0
-        return 0.5 + 0.3 * max(0.0, 1 - age / self.retention_days) + 0.2 * note.importance
+        return 0.5 + 0.3 * min(1.0, max(0.0, 1 - age / self.retention_days)) + 0.2 * note.importance
 
     def retrieve(
         self,

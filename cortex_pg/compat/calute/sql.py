@@ -14,8 +14,12 @@ COLUMNS = ", ".join(f"n.{c.strip()}" for c in NOTE_COLUMNS.split(","))
 SCOPE = "n.user_id = :user_id AND n.session_id = :session_id AND n.memory_type = :memory_type"
 
 # LTM score of the calute LongTermMemory (keyword path weights of calute's long_term_memory.py):
-#   0.5 * relevance + 0.3 * max(0, 1 - age_days / retention_days) + 0.2 * importance
-LTM_RECENCY = "greatest(0, 1 - extract(epoch FROM (now() - {a}.created_at)) / 86400.0 / :retention_days)"
+#   0.5 * relevance + 0.3 * min(1, max(0, 1 - age_days / retention_days)) + 0.2 * importance
+# (at most 1: an item dated in the future is as recent as one written now; its age used to make
+# the recency, and the score, far above 1)
+LTM_RECENCY = (
+    "least(1, greatest(0, 1 - extract(epoch FROM (now() - {a}.created_at)) / 86400.0 / :retention_days))"
+)
 LTM_SCORE = "(0.5 * {rel} + 0.3 * " + LTM_RECENCY + " + 0.2 * {a}.importance)"
 
 ORDERS = {
@@ -97,7 +101,7 @@ LOCK_SCOPE = "SELECT pg_advisory_xact_lock(hashtextextended(:user_id || chr(31) 
 # calute's cleanup, in one statement so that its row locks are taken in one pass, in id order:
 # retention (the memory's own time is older than retention_days), then capacity among the items
 # left: keep the best :keep by calute's cleanup score
-#   0.3 * importance + 0.3 * access_count / 100 + 0.4 * (1 - age_days / retention_days)
+#   0.3 * importance + 0.3 * access_count / 100 + 0.4 * min(1, 1 - age_days / retention_days)
 # so the oldest, least important, least accessed go first
 CLEANUP = """
 WITH live AS (
@@ -108,7 +112,7 @@ WITH live AS (
     SELECT l.id, l.expired, row_number() OVER (
         PARTITION BY l.expired
         ORDER BY 0.3 * l.importance + 0.3 * l.access_count / 100.0
-                 + 0.4 * (1 - extract(epoch FROM (now() - l.created_at)) / 86400.0 / :retention_days) DESC,
+                 + 0.4 * least(1, 1 - extract(epoch FROM (now() - l.created_at)) / 86400.0 / :retention_days) DESC,
                  l.created_at DESC, l.id DESC) AS rn
     FROM live l
 ), doomed AS MATERIALIZED (
