@@ -423,3 +423,23 @@ def test_build_context_for_task_names_a_task_with_nul_bytes(cm):
     with pytest.raises(ValidationError) as err:
         cm.build_context_for_task("Analyze\x00 sales")
     assert err.value.field == "task_description"
+
+
+def test_a_data_directory_that_is_a_file_is_a_typed_error(tmp_path):
+    """calute's own SQLite file (memory.db) given as the data directory: a ValidationError naming
+    the caller's argument, and the file is left as it was (it was a raw FileExistsError)."""
+    from cortex_pg import AgenticMemorySystem
+    from cortex_pg.store import MemoryStore
+
+    db = tmp_path / "memory.db"
+    db.write_bytes(b"SQLite format 3\x00")
+    for open_it, field in (
+        (lambda p: CortexMemory(persistence_path=p, embedder="hashing"), "persistence_path"),
+        (lambda p: AgenticMemorySystem(path=p, embedder=HashingEmbedder()), "path"),
+        (lambda p: MemoryStore.open(path=p, embedder="hashing"), "path"),
+    ):
+        for p in (db, db / "inside"):
+            with pytest.raises(cortex_pg.ValidationError) as err:
+                open_it(p)
+            assert err.value.field == field, p
+    assert db.read_bytes() == b"SQLite format 3\x00"

