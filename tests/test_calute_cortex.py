@@ -443,3 +443,20 @@ def test_a_data_directory_that_is_a_file_is_a_typed_error(tmp_path):
                 open_it(p)
             assert err.value.field == field, p
     assert db.read_bytes() == b"SQLite format 3\x00"
+
+
+def test_a_scope_named_like_another_scopes_memory_is_refused(db_url):
+    """Scope "proj/contextual" was scope "proj"'s contextual memory: it listed its items, and its
+    reset_all emptied them."""
+    proj = CortexMemory(database_url=db_url, embedder=HashingEmbedder(), scope="proj")
+    proj.save_task_result("plan", "proj private result 15%", "Planner", importance=0.3)
+    for name in ("proj/contextual", "proj/entities", "a/b/entities"):
+        with pytest.raises(cortex_pg.ValidationError) as err:
+            CortexMemory(database_url=db_url, embedder=HashingEmbedder(), scope=name)
+        assert err.value.field == "scope"
+    for name in ("contextual", "entities", "proj/contexts"):  # nothing else's memory
+        other = CortexMemory(database_url=db_url, embedder=HashingEmbedder(), scope=name)
+        other.reset_all()
+        other.close()
+    assert len(proj.contextual.short_term) == 1
+    proj.close()

@@ -8,7 +8,8 @@ laid out on the store's tables as sessions of the user::
     <scope>/entities    EntityMemory's items (entities and relationships are per user)
 
 Every instance opened on the same database and scope, in any process, sees the same memory;
-``reset_all`` empties only its own scope. Writes always happen (calute skipped them when a
+``reset_all`` empties only its own scope (so a scope may not end in ``/contextual`` or
+``/entities``: it would be another scope's memory). Writes always happen (calute skipped them when a
 store was empty, because ``if self.short_term:`` is false for an empty store).
 
 Database: ``database_url`` names an external PostgreSQL; ``persistence_path`` the data
@@ -49,6 +50,8 @@ BULLET = "  • "
 CORTEX_MANAGER = "cortex_manager"
 TASK_LTM_THRESHOLD = 0.7
 INTERACTION_LTM_THRESHOLD = 0.6
+#: the memories within a scope, as sessions ``<scope>/<name>``: a scope may not end in one
+SUB_SCOPES = ("contextual", "entities")
 
 
 class CortexMemory:
@@ -89,6 +92,12 @@ class CortexMemory:
     ) -> None:
         self.user_id = validation.scope_id(user_id, "user_id")
         self.scope = validation.scope_id(scope, "scope")
+        if "/" in self.scope and self.scope.rsplit("/", 1)[-1] in SUB_SCOPES:  # another scope's memory
+            raise ValidationError(
+                "scope",
+                f"{self.scope!r} ends in /{self.scope.rsplit('/', 1)[-1]}, the name of a memory within a "
+                "scope (<scope>/contextual, <scope>/entities); choose another name",
+            )
         self.persistence_path = persistence_path
         self._ephemeral_dir: Path | None = None
         self._atexit_hook: Callable[[], None] | None = None
@@ -110,13 +119,13 @@ class CortexMemory:
             else None
         )
         self.entity_memory = (
-            EntityMemory(store, user_id=self.user_id, session_id=f"{self.scope}/entities")
+            EntityMemory(store, user_id=self.user_id, session_id=f"{self.scope}/{SUB_SCOPES[1]}")
             if enable_entity
             else None
         )
         self.user_memory = UserMemory(store=store) if enable_user else None
         self.contextual = ContextualMemory(
-            short_term_capacity=short_term_capacity, session_id=f"{self.scope}/contextual", **common
+            short_term_capacity=short_term_capacity, session_id=f"{self.scope}/{SUB_SCOPES[0]}", **common
         )
 
     def _open(self, path: str | Path | None, url: str | None, embedder: Embedder | str | None) -> MemoryStore:
@@ -342,7 +351,7 @@ class CortexMemory:
             with translate_db_errors(), self.store.engine.connect() as conn:
                 names = conn.execute(
                     text(sql.SCOPE_ENTITIES),
-                    {"user_id": self.user_id, "session_id": f"{self.scope}/entities"},
+                    {"user_id": self.user_id, "session_id": f"{self.scope}/{SUB_SCOPES[1]}"},
                 ).all()
             if names:
                 parts.append(f"Tracking {len(names)} entities")
@@ -362,7 +371,7 @@ class CortexMemory:
         if self.long_term is not None:
             self.long_term.clear()
         if self.entity_memory is not None:
-            Shelf(self.store, self.user_id, f"{self.scope}/entities", "ltm", "entity").clear()
+            Shelf(self.store, self.user_id, f"{self.scope}/{SUB_SCOPES[1]}", "ltm", "entity").clear()
         self.contextual.clear()
 
     def __repr__(self) -> str:
