@@ -204,6 +204,34 @@ def test_long_term_at_capacity_saving_a_text_it_holds_removes_nothing(store):
     assert len(ltm) == 3
 
 
+def test_long_term_capacity_holds_under_concurrent_saves(store):
+    """Savers in threads on a full scope: never more than max_items once they are done, and
+    each saver's item is kept (the count, the cleanup and the insert were three transactions, and
+    six threads left 8 to 10 items in a scope of 5)."""
+    ltm = LongTermMemory(store=store, user_id="u", session_id="race", max_items=5)
+    for i in range(5):
+        ltm.save(f"first fill number {i}", importance=0.1)
+    saved, errors = [], []
+
+    def saver(k: int) -> None:
+        mine = LongTermMemory(store=store, user_id="u", session_id="race", max_items=5)
+        try:
+            for j in range(3):
+                saved.append(mine.save(f"thread {k} item {j}", importance=0.9).memory_id)
+        except Exception as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=saver, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and len(saved) == 18
+    assert len(ltm) == 5
+    kept = {i.memory_id for i in ltm.retrieve(limit=20)}
+    assert kept <= set(saved)  # the first fill (importance 0.1) went first
+
+
 def test_long_term_save_search_weights_and_retrieve(ltm):
     meta = {"src": "t"}
     lo = ltm.save("quarterly revenue report numbers", meta, agent_id="A", importance=0.1)

@@ -93,6 +93,7 @@ class NoteWriter:
         to_ltm: bool = True,
         stm_capacity: int | None = None,
         links: Mapping[Any, Any] | None = None,
+        in_same_transaction: Callable[[Connection], Any] | None = None,
     ) -> Plan[str]:
         """Store one note in LTM (and STM when ``to_stm``); returns its id (UUID string).
 
@@ -115,6 +116,10 @@ class NoteWriter:
                 :meth:`update`'s), written with their reciprocals in the insert's transaction: a
                 target that is not a current note of the user refuses the whole note. For an
                 existing note (same content) they replace its links. Long-term notes only.
+            in_same_transaction: called with the insert's connection once the note is written
+                (or found: the same content), in its transaction and under its session's scope
+                lock (it may be called again when the insert is retried): a caller's rows or
+                trims (a capacity kept by the calute facade) commit with the note, or neither does.
 
         Returns:
             The new note's id, or the existing id when the same user and session already hold
@@ -149,9 +154,14 @@ class NoteWriter:
                 raise ValidationError("to_stm", "a note must go to at least one tier (to_ltm or to_stm)")
             if links is not None:
                 raise ValidationError("links", "only long-term notes have links (to_ltm=False)")
-            return (yield from self._store_stm_only(note, stm_capacity))
+            return (yield from self._store_stm_only(note, stm_capacity, in_same_transaction))
         ids = yield from self._store(
-            [note], to_stm=to_stm, enqueue=enqueue_evolution, stm_capacity=stm_capacity, links=links
+            [note],
+            to_stm=to_stm,
+            enqueue=enqueue_evolution,
+            stm_capacity=stm_capacity,
+            links=links,
+            in_same_transaction=in_same_transaction,
         )
         return ids[0]
 
@@ -362,9 +372,11 @@ class NoteWriter:
         enqueue: bool | None = None,
         stm_capacity: int | None = None,
         links: Mapping[Any, Any] | None = None,
+        in_same_transaction: Callable[[Connection], Any] | None = None,
     ) -> Plan[list[str]]:
         """Insert ``notes`` in one transaction, in batches; with ``links`` (one note), its
-        outgoing links are written in the same transaction (see :meth:`add`)."""
+        outgoing links are written in the same transaction, and so is ``in_same_transaction``'s
+        work, last (see :meth:`add`)."""
         batch_size = validation.limit(batch_size, "batch_size")
         enqueue = self.enqueue_evolution if enqueue is None else enqueue
         capacity = (
@@ -402,11 +414,18 @@ class NoteWriter:
                 yield WithConnection(
                     lambda conn: note_links.replace_links(conn, notes[0].user_id, source, forward)
                 )
+            if in_same_transaction is not None:
+                yield WithConnection(in_same_transaction)
             return ids
 
         return (yield Transaction(batches()))
 
-    def _store_stm_only(self, note: validation.NewNote, stm_capacity: int | None) -> Plan[str]:
+    def _store_stm_only(
+        self,
+        note: validation.NewNote,
+        stm_capacity: int | None,
+        in_same_transaction: Callable[[Connection], Any] | None = None,
+    ) -> Plan[str]:
         """Insert one note into STM only (see ``add(to_ltm=False)``), trimming its scope to capacity."""
         capacity = (
             self.stm_capacity if stm_capacity is None else validation.limit(stm_capacity, "stm_capacity")
@@ -424,6 +443,8 @@ class NoteWriter:
                 if (yield Query(sql.NOTE_ID_STORED, {"user_id": note.user_id, "id": str(note.id)})):
                     raise ConflictError(f"a note with id {note.id} already exists", "23505", field="id")
             if "stm" in by_tier:
+                if in_same_transaction is not None:
+                    yield WithConnection(in_same_transaction)
                 return by_tier["stm"]
             if "ltm" in by_tier:
                 note = _with_id(note, uuid.UUID(by_tier["ltm"]))
@@ -433,6 +454,8 @@ class NoteWriter:
             added = yield Query(sql.INSERT_STM, {"rows": json.dumps([row]), "model": self.embedder.name})
             written = [str(r.id) for r in added]
             yield Query(sql.TRIM_STM, {**scopes, "capacity": capacity, "written": written}, "none")
+            if in_same_transaction is not None:
+                yield WithConnection(in_same_transaction)
             return str(note.id)
 
         return (yield Transaction(body(note)))

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 
 from cortex_pg.compat.calute import sql
 from cortex_pg.compat.calute.shelf import Shelf, ShelfBacked
@@ -105,7 +105,9 @@ class LongTermMemory(ShelfBacked):
     ) -> MemoryItem:
         """Store an item with ``importance`` in [0, 1] (also kept as ``metadata["importance"]``,
         as calute); other keyword arguments go into the metadata, ``time`` sets its own time.
-        The caller's dict is copied. Runs a cleanup first when the scope is full.
+        The caller's dict is copied. When the item makes the scope hold more than
+        ``max_items``, a cleanup runs in the item's transaction (under its scope's lock, so
+        concurrent saves never leave more than ``max_items``), and never removes the item.
 
         Raises:
             ValidationError: blank content, bad metadata or importance.
@@ -116,20 +118,41 @@ class LongTermMemory(ShelfBacked):
         fields["task_id"] = kwargs.pop("task_id", None)
         meta = item_metadata(metadata, fields, {**kwargs, "importance": imp})
         validation.content(content)
-        # (a text the scope holds is no new item: nothing to make room for)
-        if self.shelf.count() >= self.max_items and not self.shelf.holds_text(content):
-            self.cleanup(room=1)
-        return item_from_note(self.shelf.add(content, meta, importance=imp, time=time))
+        trimmed: dict[str, list[Any]] = {}
+        spare = validation.content_hash(content)
+
+        def make_room(conn: Connection) -> None:  # (a text the scope held is no new item)
+            if self.shelf.count(conn) > self.max_items:
+                trimmed["rows"] = self._cleanup_rows(conn, self.max_items - 1, spare)
+            else:
+                trimmed.pop("rows", None)  # (a retried attempt's)
+
+        item = item_from_note(
+            self.shelf.add(content, meta, importance=imp, time=time, in_same_transaction=make_room)
+        )
+        if "rows" in trimmed:
+            self._report(trimmed["rows"])
+        return item
+
+    def _cleanup_rows(self, conn: Connection, keep: int, spare: str | None = None) -> list[Any]:
+        params = {
+            **self.shelf.params,
+            "retention_days": self.retention_days,
+            "keep": max(keep, 0),
+            "spare": spare,
+        }
+        conn.execute(text(sql.LOCK_SCOPE), params)
+        return conn.execute(text(sql.CLEANUP.format(scope=sql.SCOPE)), params).all()
 
     @retry_transient  # one transaction of its own (its deletes, as Shelf.delete's)
     def cleanup(self, room: int = 0) -> CleanupReport:
         """Remove expired items, then the lowest-scored until at most ``max_items - room``
         remain (see the module doc). Returns (and keeps in ``last_cleanup``) the report."""
-        params = {**self.shelf.params, "retention_days": self.retention_days}
-        keep = max(self.max_items - max(room, 0), 0)
         with translate_db_errors(), self.store.engine.begin() as conn:
-            conn.execute(text(sql.LOCK_SCOPE), params)
-            gone = conn.execute(text(sql.CLEANUP.format(scope=sql.SCOPE)), {**params, "keep": keep}).all()
+            gone = self._cleanup_rows(conn, self.max_items - max(room, 0))
+        return self._report(gone)
+
+    def _report(self, gone: list[Any]) -> CleanupReport:
         expired = [str(r.id) for r in gone if r.expired]
         trimmed = [str(r.id) for r in gone if not r.expired]
         report = CleanupReport(expired, trimmed)

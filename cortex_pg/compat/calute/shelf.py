@@ -9,7 +9,7 @@ Shelves of one store share tables, embeddings and search; they differ only by th
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -76,8 +76,10 @@ class Shelf:
         *,
         importance: float = 0.5,
         time: datetime | str | None = None,
+        in_same_transaction: Callable[[Connection], Any] | None = None,
     ) -> Note:
-        """Store one item; the same content in the same scope and tier is the same item.
+        """Store one item; the same content in the same scope and tier is the same item
+        (``in_same_transaction``: as :meth:`MemoryStore.add`'s).
 
         Raises:
             ValidationError: bad content, metadata or importance (nothing stored).
@@ -96,6 +98,7 @@ class Shelf:
                 to_stm=self.tier == "stm",
                 to_ltm=self.tier == "ltm",
                 stm_capacity=self.capacity,
+                in_same_transaction=in_same_transaction,
             )
             note = self.get(nid)
             if note is not None:
@@ -295,10 +298,13 @@ class Shelf:
         with translate_db_errors(), self.store.engine.connect() as conn:
             return bool(conn.execute(text(statement), params).scalar_one())
 
-    def count(self) -> int:
-        statement = sql.COUNT.format(table=self.table, scope=sql.SCOPE, live=self._live())
-        with translate_db_errors(), self.store.engine.connect() as conn:
-            return int(conn.execute(text(statement), self.params).scalar_one())
+    def count(self, conn: Connection | None = None) -> int:
+        """The items of this shelf (on ``conn``, inside its transaction, when given)."""
+        statement = text(sql.COUNT.format(table=self.table, scope=sql.SCOPE, live=self._live()))
+        if conn is not None:
+            return int(conn.execute(statement, self.params).scalar_one())
+        with translate_db_errors(), self.store.engine.connect() as own:
+            return int(own.execute(statement, self.params).scalar_one())
 
     # ------------------------------------------------------------------ helpers
     def say_stm_loss(self) -> None:

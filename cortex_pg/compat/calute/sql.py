@@ -103,11 +103,13 @@ LOCK_SCOPE = "SELECT pg_advisory_xact_lock(hashtextextended(:user_id || chr(31) 
 # left: keep the best :keep by calute's cleanup score
 #   0.3 * importance + 0.3 * access_count / 100 + 0.4 * min(1, 1 - age_days / retention_days)
 # so the oldest, least important, least accessed go first
+# (:spare, a content hash or NULL: an item the cleanup leaves, the one a save just wrote)
 CLEANUP = """
 WITH live AS (
     SELECT n.id, n.importance, n.access_count, n.created_at,
            n.created_at < now() - CAST(:retention_days AS float8) * interval '1 day' AS expired
-    FROM cortex.notes n WHERE {scope} AND n.merged_into IS NULL
+    FROM cortex.notes n
+    WHERE {scope} AND n.merged_into IS NULL AND n.content_hash IS DISTINCT FROM CAST(:spare AS text)
 ), ranked AS (
     SELECT l.id, l.expired, row_number() OVER (
         PARTITION BY l.expired
