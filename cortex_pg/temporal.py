@@ -162,9 +162,11 @@ def parse_date_range(
           "last year" / "past year": the 365 days up to now;
         * "YYYY-MM": that month; "YYYY": that year; "YYYY-MM-DD": that day; "YYYY-Www": that ISO week;
         * "this year" (1 January until today's end), "tomorrow";
+        * a day, month or year named outright, in words: that period ("5 March 2024",
+          "March 2024", "May 8, 2023");
         * other phrases via dateparser, from that moment until ``now``: "3 days ago",
-          "since March 2024" (from 1 March), "2 weeks ago"; a phrase in the future
-          ("next friday") means that day.
+          "since March 2024" (from 1 March), "2 weeks ago", "march" (this year's); a phrase in
+          the future ("next friday") means that day.
 
     Returns:
         (start, end), aware UTC, start < end.
@@ -238,12 +240,53 @@ def _date_range(value: object, base: datetime, field: str) -> tuple[datetime, da
         return day, day + timedelta(days=1)
     if re.fullmatch(r"[\d.eE+\-]+", text):
         raise ValidationError(field, f"{text!r} is not a date")
+    if not low.startswith("since "):
+        named = _named_period(text, base)
+        if named is not None:
+            return named
     phrase = low[len("since ") :] if low.startswith("since ") else low
     start = parse_natural(phrase, field, now=base)
     if start > base:  # a future phrase ("next week", "in 3 days"): that day
         day = _day_start(start)
         return day, day + timedelta(days=1)
     return _checked(start, max(base, start + timedelta(seconds=1)), field)
+
+
+def _named_period(text: str, base: datetime) -> tuple[datetime, datetime] | None:
+    """The day, month or year a phrase names outright ("5 March 2024", "March 2024", "May 8,
+    2023 14:00"): the phrase means the same period whatever ``now`` is (read against ``base``
+    and a year and more before it) and dateparser gives its granularity. None for a relative
+    phrase ("3 days ago", "last monday", "march" without a year) or one it cannot read."""
+    from dateparser.date import DateDataParser
+
+    def read(at: datetime) -> tuple[datetime | None, str | None]:
+        settings = {
+            "RELATIVE_BASE": at.astimezone(UTC).replace(tzinfo=None),
+            "TIMEZONE": "UTC",
+            "TO_TIMEZONE": "UTC",
+            "RETURN_AS_TIMEZONE_AWARE": True,
+            "PREFER_DAY_OF_MONTH": "first",
+            "PREFER_MONTH_OF_YEAR": "first",
+        }
+        try:
+            data = DateDataParser(settings=settings).get_date_data(text)
+        except (ValueError, OverflowError):
+            return None, None
+        return data.date_obj, data.period
+
+    here, period = read(base)
+    if here is None or read(base - timedelta(days=400)) != (here, period):
+        return None
+    day = _day_start(here.astimezone(UTC))
+    if period == "year":
+        return day.replace(month=1, day=1), _next_year(day.year, "date_range")
+    if period == "month":
+        start = day.replace(day=1)
+        end = _next_year(day.year, "date_range") if day.month == 12 else start.replace(month=day.month + 1)
+        return start, end
+    if period in ("day", "time"):
+        return day, day + timedelta(days=1)
+    return None
 
 
 def _next_year(year: int, field: str) -> datetime:

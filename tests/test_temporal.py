@@ -41,6 +41,14 @@ def d(*args):
         ("tomorrow", (TODAY + timedelta(days=1), TODAY + timedelta(days=2))),
         ("in 3 days", (TODAY + timedelta(days=3), TODAY + timedelta(days=4))),
         ("2024-W05", (d(2024, 1, 29), d(2024, 2, 5))),
+        # a day, month or year named in words is that period (it ran until now)
+        ("March 2024", (d(2024, 3, 1), d(2024, 4, 1))),
+        ("December 2023", (d(2023, 12, 1), d(2024, 1, 1))),
+        ("5 March 2024", (d(2024, 3, 5), d(2024, 3, 6))),
+        ("May 8, 2023 14:00", (d(2023, 5, 8), d(2023, 5, 9))),
+        ("8 May 2031", (d(2031, 5, 8), d(2031, 5, 9))),
+        ("march", (d(2024, 3, 1), NOW)),  # no year: this year's, from then until now
+        ("last monday", (d(2024, 3, 18), NOW)),
     ],
 )
 def test_date_ranges(value, expected):
