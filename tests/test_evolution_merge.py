@@ -107,6 +107,23 @@ def test_merge_replace_takes_source_text(store):
     assert store.add("meeting moved to 4pm", user_id="m") == target
 
 
+def test_a_text_the_target_holds_is_not_appended_again(store):
+    """A merged note deleted, its text added again and merged again: the target's text stays as
+    it was (the text used to be appended a second time)."""
+    target = store.add("The weekly meeting is at 10am", user_id="m", session_id="s")
+    first = store.add("It is in room 5", user_id="m", session_id="s")
+    merge_notes(store, first, target, user_id="m")
+    held = store.get(target, user_id="m").content
+    assert held == "The weekly meeting is at 10am\n\n\nIt is in room 5"
+    assert store.delete(first, user_id="m")
+    again = store.add("It is in room 5", user_id="m", session_id="s")
+    assert again != first
+    merge_notes(store, again, target, user_id="m")
+    assert store.get(target, user_id="m").content == held
+    assert store.get(again, user_id="m").merged_into == target
+    assert [r.id for r in store.search("room 5", user_id="m", touch=False)] == [target]
+
+
 def test_merge_refusals(store):
     a = store.add("note a", user_id="m", session_id="s1")
     b = store.add("note b", user_id="m", session_id="s2")

@@ -3,8 +3,9 @@
 Rules (Prem Cortex ``_merge_memories`` / ``_combine_metadata`` / ``_merge_links``, fixed where
 the original loses data):
 
-* content: ``augment`` and ``combine`` -> ``target + "\\n\\n\\n" + source``; ``replace`` ->
-  the source's text. The target is re-embedded.
+* content: ``augment`` and ``combine`` -> ``target + "\\n\\n\\n" + source`` (the target's
+  text as it was when one of its parts is the source's text already); ``replace`` -> the
+  source's text. The target is re-embedded when its text changes.
 * keywords and tags: union, target's order first; created_at: the later wins;
   importance and access_count: the larger wins; metadata: the source's keys under the
   target's; context: the source's unless blank or ``General``/``Uncategorized``;
@@ -180,6 +181,10 @@ def merge_in(
     if strategy == "replace":
         content = src["content"]
         target_entry = {"type": "merge_replace", "merged_from": str(source_id)}
+    elif src["content"] in dst["content"].split(SEPARATOR):  # the target holds that text already
+        # (a merged note deleted, its text added again and merged again: it was appended twice)
+        content = dst["content"]
+        target_entry = {"type": "merge_augment", "augmented_with": str(source_id)}
     else:
         content = dst["content"] + SEPARATOR + src["content"]
         target_entry = {"type": "merge_augment", "augmented_with": str(source_id)}
