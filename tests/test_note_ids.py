@@ -81,6 +81,14 @@ def test_a_short_term_note_under_an_id_the_tenant_uses_is_a_conflict(store):
         "The boiler service is on Thursday"
     ]
     assert store.list_notes(user_id="alice", session_id="s2", memory_source="stm") == []
+    # and the other way round: a long-term note under an STM-only note's id, with another text
+    stm_only = store.add("The meeting is on Monday.", user_id="alice", session_id="s3", to_ltm=False)
+    for session, text_ in (("s4", "The meeting is on Tuesday."), ("s3", "Another text")):
+        with pytest.raises(ConflictError) as err:
+            store.add(text_, user_id="alice", session_id=session, id=stm_only)
+        assert err.value.field == "id"
+    assert store.add("The meeting is on Monday.", user_id="alice", session_id="s3", id=stm_only) == stm_only
+    assert store.get(stm_only, user_id="alice").content == "The meeting is on Monday."
     # the same text under its own id is the note itself; a deleted note's id is free again
     assert (
         store.add("Car is parked on level 3", user_id="alice", session_id="s2", id=ltm_only, to_ltm=False)

@@ -218,6 +218,16 @@ SELECT 1 FROM cortex.stm_notes WHERE user_id = :user_id AND id = CAST(:id AS uui
 LIMIT 1
 """
 
+# STM rows under caller-given ids that hold another text, or sit in another session
+STM_ID_OTHER_TEXT = """
+SELECT s.id FROM cortex.stm_notes s
+JOIN unnest(CAST(:users AS text[]), CAST(:ids AS uuid[]), CAST(:sessions AS text[]), CAST(:hashes AS text[]))
+     AS k(user_id, id, session_id, content_hash)
+  ON s.user_id = k.user_id AND s.id = k.id
+WHERE s.session_id <> k.session_id OR s.content_hash <> k.content_hash
+LIMIT 1
+"""
+
 # add_many(bulk=True): one bulk load at a time per database (session advisory lock); the
 # model's HNSW index is dropped only while the model has no embeddings, and rebuilt by
 # cortex.register_embedding_model after the load.

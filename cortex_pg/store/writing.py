@@ -499,7 +499,22 @@ class NoteWriter:
             ids.append(str(chosen[key].id))
         if not fresh:
             return ids
-        yield from self._check_ids_free([n for n in fresh if n.explicit_id])
+        explicit = [n for n in fresh if n.explicit_id]
+        yield from self._check_ids_free(explicit)
+        if explicit:  # an STM-only note under the id, with another text: the long-term note would
+            # share its id (the insert meets no primary key: the STM row is in another table)
+            clash = yield Query(
+                sql.STM_ID_OTHER_TEXT,
+                {
+                    "users": [n.user_id for n in explicit],
+                    "ids": [str(n.id) for n in explicit],
+                    "sessions": [n.session_id for n in explicit],
+                    "hashes": [n.content_hash for n in explicit],
+                },
+                "first",
+            )
+            if clash is not None:
+                raise ConflictError(f"a note with id {clash.id} already exists", "23505", field="id")
         windows = yield Blocking(embed_windows, (self.embedder, [n.content for n in fresh]))
         rows = [n.row() for n in fresh]
         inserted = {str(i) for i in (yield Query(sql.INSERT_NOTES, {"rows": json.dumps(rows)}, "scalars"))}
