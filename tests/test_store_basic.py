@@ -103,6 +103,24 @@ def test_update_runs_a_callers_write_in_its_transaction(store):
     assert [r.content for r in store.search("second", user_id="u", touch=False)] == ["the second text"]
 
 
+def test_a_callers_write_must_be_a_plain_function(store):
+    """Refused before any work: not callable (a raw TypeError after the write's work), or async
+    (the coroutine was created and never awaited, its rows silently not written)."""
+
+    async def coroutine(conn):
+        return None
+
+    nid = store.add("kept as it is", user_id="u")
+    for bad in (42, "fn", coroutine):
+        with pytest.raises(ValidationError) as err:
+            store.add("never stored", user_id="u", in_same_transaction=bad)
+        assert err.value.field == "in_same_transaction"
+        with pytest.raises(ValidationError) as err:
+            store.update(nid, user_id="u", content="never written", in_same_transaction=bad)
+        assert err.value.field == "in_same_transaction"
+    assert store.count(user_id="u") == 1 and store.get(nid, user_id="u").content == "kept as it is"
+
+
 def test_update_refuses_scope_change_and_unknown_fields(store):
     nid = store.add("note", user_id="u", session_id="s")
     with pytest.raises(ImmutableFieldError) as err:

@@ -21,11 +21,12 @@ Rules (each violation raises :class:`~cortex_pg.errors.ValidationError` naming t
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import math
 import unicodedata
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
@@ -217,6 +218,21 @@ def memory_type(value: object, field: str = "memory_type") -> str:
     if _has_control(value):
         raise ValidationError(field, "contains control characters")
     return value.strip()
+
+
+def connection_callback(value: object, field: str = "in_same_transaction") -> Callable[..., Any] | None:
+    """A function called with a connection inside a transaction: None, or a plain (not async)
+    callable. A coroutine function would only be created, never awaited, so its rows would
+    silently not be written."""
+    if value is None:
+        return None
+    if not callable(value):
+        raise ValidationError(field, f"must be a function of the connection, got {type(value).__name__}")
+    if inspect.iscoroutinefunction(value) or inspect.iscoroutinefunction(type(value).__call__):
+        raise ValidationError(
+            field, "must be a plain function (it runs on the write's connection), not async"
+        )
+    return value
 
 
 def limit(value: object, field: str = "limit") -> int:

@@ -145,6 +145,7 @@ class NoteWriter:
             "id": id,
         }
         note = validation.new_note(item)
+        in_same_transaction = validation.connection_callback(in_same_transaction)
         if links is not None:
             from cortex_pg.store import links as note_links
 
@@ -653,6 +654,7 @@ class NoteWriter:
         """
         nid = validation.note_id(id)
         uid = validation.optional_scope_id(user_id, "user_id")
+        in_same_transaction = validation.connection_callback(in_same_transaction)
         given_session = fields.pop("session_id", None)
         new_links = None
         if "links" in fields:
