@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -112,7 +113,39 @@ def test_item_fields_and_updates_of_the_wrong_type_are_typed_errors(cm):
         assert err.value.field == "updates.conversation_id"
     with pytest.raises(cortex_pg.ValidationError):
         cm.contextual.update(item.memory_id, None)
+    # in the metadata too, on every path that writes it
+    for write, field in (
+        (lambda: cm.long_term.save("another item", {"agent_id": 7}), "metadata.agent_id"),
+        (
+            lambda: cm.long_term.update(item.memory_id, {"metadata": {"conversation_id": 7}}),
+            "updates.conversation_id",
+        ),
+        (lambda: cm.entity_memory.save("Alice met Bob", {"task_id": 1.5}), "metadata.task_id"),
+        (lambda: cm.entity_memory.save("Alice met Bob", agent_id=7), "agent_id"),
+        (
+            lambda: cm.save_task_result("plan", "done", "Planner", task_metadata={"conversation_id": 7}),
+            "task_metadata.conversation_id",
+        ),
+    ):
+        with pytest.raises(cortex_pg.ValidationError) as err:
+            write()
+        assert err.value.field == field
     assert "A7" in cm.long_term.consolidate()  # the summary still works: grouped by agent
+
+
+def test_save_task_result_refuses_metadata_over_the_cap_before_any_write(cm):
+    """Metadata within the cap that the entity item's keys push over it: refused first (the
+    short-term item used to be written before the entity item was refused)."""
+    from cortex_pg.store.validation import MAX_METADATA_LENGTH
+
+    task = "Write the report about Alice Walker"
+    own = {"notes": "", "task": task, "agent_role": "Writer"}  # what the short-term item holds
+    room = MAX_METADATA_LENGTH - len(json.dumps(own, ensure_ascii=False))
+    big = {"notes": "x" * (room - 10)}  # fits there; the entity item adds agent_id and entities
+    with pytest.raises(cortex_pg.ValidationError) as err:
+        cm.save_task_result(task, "done", "Writer", task_metadata=big)
+    assert err.value.field == "task_metadata"
+    assert len(cm.short_term) == len(cm.long_term) == len(cm.entity_memory) == 0
 
 
 def test_truncation_lengths(cm):

@@ -20,6 +20,20 @@ from cortex_pg.store.records import Note
 ITEM_FIELDS = ("agent_id", "task_id", "conversation_id")
 
 
+def check_item_fields(meta: Mapping[str, Any], prefix: str = "") -> None:
+    """The item fields an item's metadata holds (``agent_id``, ``task_id``, ``conversation_id``,
+    ``user_id``) must be strings: summaries title-case them, and an ``agent_id`` of 7 broke
+    every later summary of its scope.
+
+    Raises:
+        ValidationError: one that is not a string (field ``prefix + name``).
+    """
+    for name in (*ITEM_FIELDS, "user_id"):
+        value = meta.get(name)
+        if value is not None and not isinstance(value, str):
+            raise ValidationError(prefix + name, f"must be a string, got {type(value).__name__}")
+
+
 class UnknownFieldError(ValidationError, TypeError):
     """:meth:`MemoryItem.from_dict` got a key that is not a field.
 

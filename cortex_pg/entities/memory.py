@@ -35,7 +35,7 @@ from typing import Any
 from sqlalchemy import Connection, text
 
 from cortex_pg.compat import item_views
-from cortex_pg.compat.memory_item import ITEM_FIELDS, MemoryItem, item_from_note
+from cortex_pg.compat.memory_item import ITEM_FIELDS, MemoryItem, check_item_fields, item_from_note
 from cortex_pg.compat.views import ReadOnlyDict, ReadOnlyList, SqlMapping
 from cortex_pg.db.retry import retry_transient
 from cortex_pg.entities import sql as entity_sql
@@ -115,7 +115,10 @@ class EntityMemory:
         names = entity_names(entities)
         ex = extract(content, entities=names or None, llm_extract=self.llm_extract)
         meta = dict(validation.metadata(metadata))
-        meta.update({k: kwargs[k] for k in ITEM_FIELDS if kwargs.get(k) is not None})
+        check_item_fields(meta, "metadata.")
+        given = {k: kwargs[k] for k in ITEM_FIELDS if kwargs.get(k) is not None}
+        check_item_fields(given)
+        meta.update(given)
         meta["entities"] = ex.names
         nid = self.store.add(
             content,
@@ -220,6 +223,7 @@ class EntityMemory:
         content = updates.get("content", note.content)
         fields: dict[str, Any] = {}
         meta = dict(validation.metadata(updates.get("metadata")))
+        check_item_fields(meta, "updates.metadata.")
         reindex = "content" in updates or "entities" in updates
         ex = None
         if reindex:

@@ -38,6 +38,7 @@ from cortex_pg.compat.calute.long_term import LongTermMemory
 from cortex_pg.compat.calute.shelf import Shelf
 from cortex_pg.compat.calute.short_term import ShortTermMemory
 from cortex_pg.compat.calute.user import UserMemory
+from cortex_pg.compat.memory_item import check_item_fields
 from cortex_pg.compat.threaded import threaded
 from cortex_pg.db import embedded
 from cortex_pg.embeddings.base import Embedder
@@ -263,9 +264,17 @@ class CortexMemory:
         # written before it)
         validation.content(f"{task_description} {result}", "task_description")
         meta = {**validation.metadata(task_metadata, "task_metadata")}
+        check_item_fields(meta, "task_metadata.")
         meta["task"] = task_description[:100]
         meta["agent_role"] = agent_role
-        validation.metadata(meta, "task_metadata")
+        # entities of the task and of the result, each read as its own text: joined, a
+        # sentence-initial word of the result ("Later, ...") would be mid-sentence
+        names = list(dict.fromkeys(extract(task_description).names + extract(result).names))
+        # the largest metadata written below (the entity item's) within the cap, before any write
+        entities = names or extract(f"{task_description} {result}").names
+        validation.metadata(
+            {**meta, "agent_id": agent_role, "importance": imp, "entities": entities}, "task_metadata"
+        )
         if self.short_term is not None:
             self.short_term.save(
                 f"Task completed: {task_description[:100]} - Result: {result[:200]}",
@@ -275,9 +284,6 @@ class CortexMemory:
         if self.long_term is not None and imp >= TASK_LTM_THRESHOLD:
             self.long_term.save(result, meta, agent_id=agent_role, importance=imp)
         if self.entity_memory is not None:
-            # entities of the task and of the result, each read as its own text: joined, a
-            # sentence-initial word of the result ("Later, ...") would be mid-sentence
-            names = list(dict.fromkeys(extract(task_description).names + extract(result).names))
             self.entity_memory.save(
                 f"{task_description} {result}", meta, entities=names or None, agent_id=agent_role
             )

@@ -296,7 +296,7 @@ class LongTermMemory(ShelfBacked):
             groups.setdefault(item.conversation_id or item.agent_id or "general", []).append(item)
         lines = ["Long-term memory summary:"]
         for key, members in groups.items():
-            lines.append(f"\n{key.title()}:")
+            lines.append(f"\n{str(key).title()}:")  # (a number stored before they were checked)
             members.sort(key=lambda m: (float(m.metadata.get("importance", 0.5)), m.timestamp), reverse=True)
             for m in members[:5]:
                 imp = float(m.metadata.get("importance", 0.5))

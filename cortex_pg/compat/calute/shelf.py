@@ -18,7 +18,7 @@ from sqlalchemy import Connection, text
 from cortex_pg.compat import item_views
 from cortex_pg.compat.calute import sql
 from cortex_pg.compat.item_views import ROW_COLUMNS, item_statistics, render_context
-from cortex_pg.compat.memory_item import item_from_note
+from cortex_pg.compat.memory_item import check_item_fields, item_from_note
 from cortex_pg.db.retry import retry_transient
 from cortex_pg.errors import ConflictError, ValidationError, translate_db_errors
 from cortex_pg.store import MemoryStore, Note, SearchResult, validation
@@ -27,8 +27,6 @@ from cortex_pg.store.memory_store import note_from_row
 from cortex_pg.store.stm_loss import report_unwritten
 
 TABLES = {"stm": "cortex.stm_notes", "ltm": "cortex.notes"}
-#: calute's item fields kept in a note's metadata: strings (summaries title-case them)
-ITEM_FIELD_NAMES = ("agent_id", "task_id", "conversation_id", "user_id")
 
 
 class Shelf:
@@ -126,7 +124,8 @@ class Shelf:
 
         Raises:
             ValidationError: ``updates`` not a dict, a bad value, or an item field (``agent_id``,
-                ``task_id``, ``conversation_id``, ``user_id``) that is not a string.
+                ``task_id``, ``conversation_id``, ``user_id``, given or in the metadata) that is
+                not a string.
         """
         if not isinstance(updates, Mapping):
             raise ValidationError("updates", f"must be a dict, got {type(updates).__name__}")
@@ -138,10 +137,9 @@ class Shelf:
         for key, value in updates.items():
             if key in ("content", "importance"):
                 fields[key] = value
-            elif key in ITEM_FIELD_NAMES and value is not None and not isinstance(value, str):
-                raise ValidationError(f"updates.{key}", f"must be a string, got {type(value).__name__}")
             elif key not in ("metadata", "memory_id", "memory_type", "timestamp", "embedding"):
                 meta[key] = value
+        check_item_fields(meta, "updates.")
         if meta:
             fields["metadata"] = meta
         if fields:

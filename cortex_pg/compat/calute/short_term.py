@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from cortex_pg.compat.calute.shelf import Shelf, ShelfBacked
-from cortex_pg.compat.memory_item import MemoryItem, item_from_note
+from cortex_pg.compat.memory_item import MemoryItem, check_item_fields, item_from_note
 from cortex_pg.compat.threaded import threaded
 from cortex_pg.errors import ValidationError
 from cortex_pg.store import MemoryStore
@@ -33,7 +33,9 @@ def item_metadata(
             by the field: an ``agent_id`` of 7 broke every later summary of the scope).
     """
     meta = dict(validation.metadata(metadata))
+    check_item_fields(meta, "metadata.")
     meta.update(validation.metadata(dict(kwargs), "kwargs"))
+    check_item_fields(meta, "kwargs.")
     for k, v in fields.items():
         if v is not None:
             if not isinstance(v, str):
