@@ -127,3 +127,33 @@ def test_the_app_role_cannot_write_tables_no_tenant_owns(rls_store, db_url, stat
         assert conn.execute(text("SELECT count(*) FROM cortex.alembic_version")).scalar_one() == 1
     reopened = MemoryStore.open(db_url, embedder="hashing", auto_migrate=False, isolation="rls")
     reopened.close()
+
+
+def test_the_stm_check_after_a_reset_runs_with_its_owners_rights(rls_store, db_url):
+    """After a reset that emptied STM (simulated: the UNLOGGED tables truncated, as crash recovery
+    leaves them), no tenant can write the check's row to hide the loss, and cortex.stm_check()
+    called under the application role pins every tenant's sessions (it needed to write that row
+    with the caller's rights)."""
+    rls_store.add("alice's short-term thought", user_id="alice", session_id="a1")
+    rls_store.add("bob's short-term thought", user_id="bob", session_id="b1")
+    owner = create_engine_for(db_url)
+    try:
+        with owner.begin() as conn:
+            conn.execute(text("TRUNCATE cortex.stm_notes, cortex.stm_marks, cortex.stm_server"))
+        with (
+            tenancy.tenant_scope("mallory"),
+            pytest.raises(Exception) as err,
+            rls_store.engine.begin() as conn,
+        ):
+            conn.execute(text("INSERT INTO cortex.stm_server (started_at) VALUES (now())"))
+        assert "permission denied" in str(err.value)
+        with tenancy.tenant_scope("mallory"), rls_store.engine.begin() as conn:
+            checked = conn.execute(text("SELECT sessions, users FROM cortex.stm_check()")).one()
+        assert tuple(checked) == (2, 2)
+        with owner.connect() as conn:
+            pinned = conn.execute(
+                text("SELECT user_id, session_id FROM cortex.stm_losses() ORDER BY 1")
+            ).all()
+        assert [tuple(r) for r in pinned] == [("alice", "a1"), ("bob", "b1")]
+    finally:
+        owner.dispose()

@@ -55,10 +55,11 @@ def ensure_app_role(conn: Connection, role: str = DEFAULT_APP_ROLE) -> None:
         f"GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA cortex TO {ident}",
         f"REVOKE INSERT, UPDATE, DELETE ON cortex.embedding_models FROM {ident}",
         # tables no tenant owns: the schema's revision (a tenant deleting it stopped every
-        # store from opening) and the STM check's row, which cortex.stm_check() inserts once
-        # per server run (emptied, the next check would report every scope's STM as lost)
+        # store from opening) and the STM check's row, which cortex.stm_check() (with its
+        # owner's rights) writes once per server run (written by a tenant first, the check
+        # would find it and report no loss)
         f"REVOKE INSERT, UPDATE, DELETE ON cortex.alembic_version FROM {ident}",
-        f"REVOKE UPDATE, DELETE ON cortex.stm_server FROM {ident}",
+        f"REVOKE INSERT, UPDATE, DELETE ON cortex.stm_server FROM {ident}",
     ):
         conn.execute(text(stmt))
     member = conn.execute(text("SELECT pg_has_role(current_user, :r, 'MEMBER')"), {"r": role}).scalar()
