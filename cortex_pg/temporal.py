@@ -73,6 +73,10 @@ def parse_natural(value: str, field: str, *, now: datetime | None = None) -> dat
     import dateparser
 
     base = (now or datetime.now(UTC)).astimezone(UTC)
+    # a date without its day or month ("March 2024", "march") starts on the first; a span back
+    # from now ("2 months ago", "a year ago") keeps today's day and month (with "first" it
+    # started on the 1st of the month, or on 1 January)
+    prefer = "current" if re.search(r"\bago\b", value, re.IGNORECASE) else "first"
     try:
         dt = dateparser.parse(
             value,
@@ -81,8 +85,8 @@ def parse_natural(value: str, field: str, *, now: datetime | None = None) -> dat
                 "TIMEZONE": "UTC",
                 "TO_TIMEZONE": "UTC",
                 "RETURN_AS_TIMEZONE_AWARE": True,
-                "PREFER_DAY_OF_MONTH": "first",
-                "PREFER_MONTH_OF_YEAR": "first",
+                "PREFER_DAY_OF_MONTH": prefer,
+                "PREFER_MONTH_OF_YEAR": prefer,
             },
         )
     except (ValueError, OverflowError):
@@ -164,8 +168,11 @@ def parse_date_range(
         * "this year" (1 January until today's end), "tomorrow";
         * a day, month or year named outright, in words: that period ("5 March 2024",
           "March 2024", "May 8, 2023");
+        * "since", "from" or "after" a date, until ``now`` ("since March 2024": from 1 March;
+          "after March 2024": from 1 April); "before" or "until" a date, from the beginning
+          ("before March 2024": until 1 March; "until March 2024": through March);
         * other phrases via dateparser, from that moment until ``now``: "3 days ago",
-          "since March 2024" (from 1 March), "2 weeks ago", "march" (this year's); a phrase in
+          "2 months ago" (the same day two months back), "march" (this year's); a phrase in
           the future ("next friday") means that day.
 
     Returns:
@@ -240,16 +247,34 @@ def _date_range(value: object, base: datetime, field: str) -> tuple[datetime, da
         return day, day + timedelta(days=1)
     if re.fullmatch(r"[\d.eE+\-]+", text):
         raise ValidationError(field, f"{text!r} is not a date")
-    if not low.startswith("since "):
-        named = _named_period(text, base)
-        if named is not None:
-            return named
-    phrase = low[len("since ") :] if low.startswith("since ") else low
-    start = parse_natural(phrase, field, now=base)
+    word, _, rest = low.partition(" ")
+    if word in UNTIL_NOW and rest.strip():  # "since / from / after <date>": from then until now
+        named = _named_period(rest.strip(), base)
+        if named is not None:  # after a named period: from its end
+            start = named[1] if word == "after" else named[0]
+        else:
+            start = parse_natural(rest.strip(), field, now=base)
+        return _checked(start, max(base, start + timedelta(seconds=1)), field)
+    if word in UP_TO and rest.strip():  # "before / until <date>": from the beginning until then
+        named = _named_period(rest.strip(), base)
+        if named is not None:  # until a named period: through its end
+            end = named[1] if word in ("until", "till") else named[0]
+        else:
+            end = parse_natural(rest.strip(), field, now=base)
+        return _checked(datetime(1, 1, 2, tzinfo=UTC), end, field)
+    named = _named_period(text, base)
+    if named is not None:
+        return named
+    start = parse_natural(low, field, now=base)
     if start > base:  # a future phrase ("next week", "in 3 days"): that day
         day = _day_start(start)
         return day, day + timedelta(days=1)
     return _checked(start, max(base, start + timedelta(seconds=1)), field)
+
+
+#: first words of a date_range phrase that runs from its date until now, or up to its date
+UNTIL_NOW = ("since", "from", "after", "starting")
+UP_TO = ("before", "until", "till")
 
 
 def _named_period(text: str, base: datetime) -> tuple[datetime, datetime] | None:

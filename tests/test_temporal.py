@@ -49,6 +49,16 @@ def d(*args):
         ("8 May 2031", (d(2031, 5, 8), d(2031, 5, 9))),
         ("march", (d(2024, 3, 1), NOW)),  # no year: this year's, from then until now
         ("last monday", (d(2024, 3, 18), NOW)),
+        # since / from / after a date: until now; before / until a date: from the beginning
+        ("from March 2023", (d(2023, 3, 1), NOW)),
+        ("after March 2023", (d(2023, 4, 1), NOW)),
+        ("after 5 March 2023", (d(2023, 3, 6), NOW)),
+        ("starting 2023-03-01", (d(2023, 3, 1), NOW)),
+        ("before March 2023", (d(1, 1, 2), d(2023, 3, 1))),
+        ("until March 2023", (d(1, 1, 2), d(2023, 4, 1))),
+        # a span back from now keeps the day and month (it started on the 1st, or on 1 January)
+        ("2 months ago", (d(2024, 1, 20, 15, 30), NOW)),
+        ("a year ago", (d(2023, 3, 20, 15, 30), NOW)),
     ],
 )
 def test_date_ranges(value, expected):
