@@ -495,11 +495,13 @@ def test_a_text_merged_away_and_saved_again_is_a_new_item(store):
     """merge_similar keeps the longer text and deletes the other (as calute); saving that text
     again stores it (it used to find the keeper, which does not hold it, and store nothing)."""
     ltm = LongTermMemory(store=store, user_id="u", session_id="merge-resave")
-    cats = ltm.save("I love cats very much")
-    ltm.save("I love dogs very much indeed")
+    cats = ltm.save("I love cats very much", importance=0.9)
+    ltm.save("I love dogs very much indeed", importance=0.4)
     assert ltm.merge_similar(similarity_threshold=0.6) == 1
     kept = ltm.retrieve(limit=10)
     assert [i.content for i in kept] == ["I love dogs very much indeed"]
+    assert kept[0].metadata["importance"] == 0.9  # the larger, where the item shows it
+    assert "(importance: 0.9," in ltm.consolidate(merge_similar=False)
     again = ltm.save("I love cats very much")
     assert again.content == "I love cats very much" and again.memory_id != cats.memory_id
     assert sorted(i.content for i in ltm.retrieve(limit=10)) == [

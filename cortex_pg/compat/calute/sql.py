@@ -178,10 +178,16 @@ MERGE = """
 WITH src AS (
     DELETE FROM cortex.notes n
     WHERE n.user_id = :user_id AND n.id = :drop_id AND n.merged_into IS NULL
-    RETURNING n.importance, n.access_count
+    RETURNING n.importance, n.access_count, n.metadata->'importance' AS item_importance
 )
 UPDATE cortex.notes k
-SET importance = greatest(k.importance, src.importance), access_count = k.access_count + src.access_count
+SET importance = greatest(k.importance, src.importance), access_count = k.access_count + src.access_count,
+    -- the item's importance as calute reads it (metadata), the larger too
+    metadata = CASE WHEN jsonb_typeof(src.item_importance) = 'number'
+                         AND (jsonb_typeof(k.metadata->'importance') IS DISTINCT FROM 'number'
+                              OR src.item_importance::numeric > (k.metadata->'importance')::numeric)
+                    THEN jsonb_set(k.metadata, '{importance}', src.item_importance)
+                    ELSE k.metadata END
 FROM src WHERE k.user_id = :user_id AND k.id = :keep_id
 """
 
