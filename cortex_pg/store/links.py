@@ -147,7 +147,8 @@ def parse_links(source: uuid.UUID, links: Mapping[Any, Any], field: str = "links
         link_type = spec.get("type")
         if link_type is None:  # missing or None: the default; "" or 0 are errors, not the default
             link_type = DEFAULT_TYPE
-        if not isinstance(link_type, str) or not link_type.strip() or len(link_type) > 64:
+        # (64 characters as stored: lower-cased, "İ" is two)
+        if not isinstance(link_type, str) or not link_type.strip() or len(link_type.strip().lower()) > 64:
             raise ValidationError(f"{name}.type", "must be a non-blank string of at most 64 characters")
         validation.short_text(link_type, f"{name}.type")  # no NUL, encodable
         strength = validation.unit_interval(spec.get("strength", DEFAULT_STRENGTH), f"{name}.strength")
