@@ -207,6 +207,10 @@ def _date_range(value: object, base: datetime, field: str) -> tuple[datetime, da
         raise ValidationError(field, "must not be blank")
     text = value.strip()
     low = text.lower()
+    if re.fullmatch(r"\d{1,2}/\d{1,2}/\d{2,4}", text):  # (not an interval "START/END")
+        raise ValidationError(
+            field, f"{text!r}: day and month order is ambiguous; write the date as YYYY-MM-DD"
+        )
     if "/" in text and not low.startswith("since"):
         left, _, right = text.partition("/")
         return _date_range({"start": left, "end": right}, base, field)

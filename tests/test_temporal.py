@@ -74,6 +74,7 @@ def test_date_ranges(value, expected):
     "value",
     [
         "the other day, maybe",
+        "3/5/2024",  # 3 May or 5 March: refused with the ISO form to write (it read as an interval)
         "",
         "2024-13",
         {"from": "2024"},
@@ -148,3 +149,11 @@ def test_a_window_past_the_calendar_is_a_validation_error(value, now):
     with pytest.raises(ValidationError) as err:
         parse_date_range(value, now=now)
     assert err.value.field == "date_range" and "years 1 to 9999" in err.value.reason
+
+
+def test_a_slashed_date_says_how_to_write_it():
+    """3/5/2024 is 3 May or 5 March: the error says to write YYYY-MM-DD (it was read as an
+    interval from "3" to "5/2024", an empty window)."""
+    with pytest.raises(ValidationError) as err:
+        parse_date_range("3/5/2024", now=NOW)
+    assert "YYYY-MM-DD" in err.value.reason
