@@ -528,6 +528,28 @@ def test_a_content_update_and_its_processing_job_are_one_write(ams, monkeypatch)
     assert jobs == 2  # the note's own, and its new text's
 
 
+def test_a_new_text_gets_new_derived_tags_and_category_but_keeps_the_callers(ams):
+    """Tags, category and context that processing derived from the old text are derived again
+    from the new one (a note now about Kubernetes stayed tagged 'paris', in france.paris); those
+    the caller gave, at add or by update, stay."""
+    derived = ams.add_note("Paris is the capital of France", user_id="T")
+    before = ams.read(derived, user_id="T")
+    assert "paris" in before.tags and before.category.startswith("france")
+    ams.update(derived, user_id="T", content="Kubernetes autoscaling reacts to CPU load within minutes")
+    after = ams.read(derived, user_id="T")
+    assert "paris" not in after.tags and after.tags and not after.category.startswith("france")
+    assert ams.search("autoscaling", user_id="T", where_filter={"tags": {"$contains": "paris"}}) == []
+
+    given = ams.add_note("Rome is the capital of Italy", user_id="T", tags=["travel"], category="trips")
+    ams.update(given, user_id="T", content="Lisbon has yellow trams")
+    assert (ams.read(given, user_id="T").tags, ams.read(given, user_id="T").category) == (["travel"], "trips")
+
+    later = ams.add_note("Madrid is the capital of Spain", user_id="T")
+    ams.update(later, user_id="T", tags=["mine"])  # given after processing: the caller's now
+    ams.update(later, user_id="T", content="Oslo has long winters")
+    assert ams.read(later, user_id="T").tags == ["mine"]
+
+
 def test_a_read_in_another_session_is_not_counted(ams):
     a = ams.add_note("a note of session one", user_id="R", session_id="one")
     assert ams.read(a, user_id="R", session_id="two") is None

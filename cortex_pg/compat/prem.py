@@ -20,6 +20,7 @@ Processing of a note:
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -59,6 +60,26 @@ from cortex_pg.temporal import auto_temporal_weight, parse_date_range
 log = logging.getLogger(__name__)
 
 DEFAULT_CONTEXT = "General"
+#: what processing derives from a note's text when the caller gives none, and its blank value
+DERIVED_FIELDS: dict[str, Any] = {"tags": [], "category": None, "context": DEFAULT_CONTEXT}
+# an entry of a note's evolution_history: which of those fields processing derived
+# ("analysed") or the caller gave ("given") last
+MARK_NOTE = (
+    "UPDATE cortex.notes SET evolution_history = evolution_history || CAST(:entry AS jsonb) "
+    "WHERE user_id = :user_id AND id = CAST(:id AS uuid)"
+)
+
+
+def derived_fields(history: list[Any]) -> list[str]:
+    """The fields of :data:`DERIVED_FIELDS` whose last entry in ``history`` is processing's."""
+    last: dict[str, str] = {}
+    for entry in history:
+        if isinstance(entry, dict) and entry.get("type") in ("analysed", "given"):
+            for name in entry.get("derived") or entry.get("fields") or []:
+                last[name] = entry["type"]
+    return [name for name in DERIVED_FIELDS if last.get(name) == "analysed"]
+
+
 NOTE_KWARGS = (
     "keywords",
     "tags",
@@ -336,7 +357,13 @@ class AgenticMemorySystem:
                 self.store, note.user_id, note.id, keywords, analysis.get("category")
             )
         if changes:
-            self.store.update(note_id, user_id=note.user_id, **changes)
+            # which fields processing derived, so that a new text has them derived again (see update)
+            entry = json.dumps([{"type": "analysed", "derived": sorted(changes)}])
+
+            def mark(conn: Connection) -> None:
+                conn.execute(text(MARK_NOTE), {"user_id": note.user_id, "id": note.id, "entry": entry})
+
+            self.store.update(note_id, user_id=note.user_id, in_same_transaction=mark, **changes)
 
     def update(self, memory_id: str, **kwargs: Any) -> bool:
         """Change a note's fields (content is re-embedded; metadata merges).
@@ -367,9 +394,15 @@ class AgenticMemorySystem:
                 kwargs["time"] = stamp
         known = {"content", "keywords", "tags", "context", "category", "importance", "time", "session_id"}
         fields = {k: val for k, val in kwargs.items() if k in known}
+        given = sorted(set(fields) & set(DERIVED_FIELDS))  # the caller's own from now on
         reprocess = "content" in fields and "keywords" not in fields and fields["content"] != current.content
         if reprocess:  # keywords describe the text: recompute them (light now, deep in the job)
             fields["keywords"] = light_keywords(v.content(fields["content"]))
+            # so do the tags, category and context processing derived from the old text (not
+            # those the caller gave): cleared, the job derives them from the new one
+            for name in derived_fields(current.evolution_history):
+                if name not in fields:
+                    fields[name] = DERIVED_FIELDS[name]
         extra = {k: val for k, val in kwargs.items() if k not in known and k != "metadata"}
         meta = {**v.metadata(kwargs.get("metadata")), **extra}
         if meta:
@@ -378,15 +411,19 @@ class AgenticMemorySystem:
             fields["links"] = links
         import uuid as _uuid
 
-        def enqueue(conn: Connection) -> None:  # with the new text: a killed process left it
-            # with no processing job
-            queue.enqueue(conn, [current.user_id], [_uuid.UUID(current.id)])
+        def also(conn: Connection) -> None:  # with the new fields: a killed process left the new
+            # text with no processing job
+            if given:
+                entry = json.dumps([{"type": "given", "fields": given}])
+                conn.execute(text(MARK_NOTE), {"user_id": current.user_id, "id": current.id, "entry": entry})
+            if reprocess:
+                queue.enqueue(conn, [current.user_id], [_uuid.UUID(current.id)])
 
         if fields:
             self.store.update(
                 memory_id,
                 user_id=current.user_id,
-                in_same_transaction=enqueue if reprocess else None,
+                in_same_transaction=also if reprocess or given else None,
                 **fields,
             )
         if reprocess:
