@@ -111,7 +111,7 @@ def test_a_callers_write_must_be_a_plain_function(store):
         return None
 
     nid = store.add("kept as it is", user_id="u")
-    for bad in (42, "fn", coroutine):
+    for bad in (42, "fn", coroutine, lambda conn: coroutine(conn)):  # the last hands one back
         with pytest.raises(ValidationError) as err:
             store.add("never stored", user_id="u", in_same_transaction=bad)
         assert err.value.field == "in_same_transaction"

@@ -222,8 +222,9 @@ def memory_type(value: object, field: str = "memory_type") -> str:
 
 def connection_callback(value: object, field: str = "in_same_transaction") -> Callable[..., Any] | None:
     """A function called with a connection inside a transaction: None, or a plain (not async)
-    callable. A coroutine function would only be created, never awaited, so its rows would
-    silently not be written."""
+    callable, returned wrapped so that handing back an awaitable raises (rolling the write
+    back). A coroutine would only be created, never awaited, so its rows would silently not be
+    written."""
     if value is None:
         return None
     if not callable(value):
@@ -232,7 +233,18 @@ def connection_callback(value: object, field: str = "in_same_transaction") -> Ca
         raise ValidationError(
             field, "must be a plain function (it runs on the write's connection), not async"
         )
-    return value
+    fn = value
+
+    def checked(conn: Any) -> Any:  # (a plain function may still hand back a coroutine)
+        result = fn(conn)
+        if inspect.isawaitable(result):
+            close = getattr(result, "close", None)
+            if close is not None:
+                close()
+            raise ValidationError(field, "returned an awaitable: it must do its work itself, not async")
+        return result
+
+    return checked
 
 
 def limit(value: object, field: str = "limit") -> int:
