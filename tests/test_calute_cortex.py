@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 
 import cortex_pg
 from cortex_pg import CortexMemory
@@ -131,6 +132,17 @@ def test_item_fields_and_updates_of_the_wrong_type_are_typed_errors(cm):
             write()
         assert err.value.field == field
     assert "A7" in cm.long_term.consolidate()  # the summary still works: grouped by agent
+    for shelf in (cm.short_term, cm.long_term):  # importance in the metadata is a number in [0, 1]
+        with pytest.raises(cortex_pg.ValidationError) as err:
+            shelf.update(item.memory_id, {"metadata": {"importance": "high"}})
+        assert err.value.field == "updates.importance"
+    # a value stored before it was checked: read as the default, the summary does not raise
+    with cm.store.engine.begin() as conn:
+        conn.execute(
+            text('UPDATE cortex.notes SET metadata = metadata || \'{"importance": "high"}\' WHERE id = :id'),
+            {"id": item.memory_id},
+        )
+    assert "(importance: 0.5," in cm.long_term.consolidate()
 
 
 def test_save_task_result_refuses_metadata_over_the_cap_before_any_write(cm):

@@ -23,7 +23,7 @@ ITEM_FIELDS = ("agent_id", "task_id", "conversation_id")
 def check_item_fields(meta: Mapping[str, Any], prefix: str = "") -> None:
     """The item fields an item's metadata holds (``agent_id``, ``task_id``, ``conversation_id``,
     ``user_id``) must be strings: summaries title-case them, and an ``agent_id`` of 7 broke
-    every later summary of its scope.
+    every later summary of its scope; its ``importance``, when there, a number in [0, 1].
 
     Raises:
         ValidationError: one that is not a string (field ``prefix + name``).
@@ -32,6 +32,19 @@ def check_item_fields(meta: Mapping[str, Any], prefix: str = "") -> None:
         value = meta.get(name)
         if value is not None and not isinstance(value, str):
             raise ValidationError(prefix + name, f"must be a string, got {type(value).__name__}")
+    if "importance" in meta:  # calute's importance, kept in the metadata: read as a number
+        value = meta["importance"]
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+            raise ValidationError(prefix + "importance", f"must be a number in [0, 1], got {value!r}")
+
+
+def item_importance(meta: Mapping[str, Any], default: float) -> float:
+    """calute's importance of an item, from its metadata: ``default`` when absent or not a
+    number in [0, 1] (a value stored before :func:`check_item_fields` checked it)."""
+    value = meta.get("importance", default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        return default
+    return float(value)
 
 
 class UnknownFieldError(ValidationError, TypeError):

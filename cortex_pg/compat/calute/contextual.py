@@ -36,7 +36,7 @@ from cortex_pg.compat.calute import sql
 from cortex_pg.compat.calute.long_term import LongTermMemory
 from cortex_pg.compat.calute.short_term import ShortTermMemory
 from cortex_pg.compat.item_views import item_statistics
-from cortex_pg.compat.memory_item import MemoryItem, item_from_note
+from cortex_pg.compat.memory_item import MemoryItem, item_from_note, item_importance
 from cortex_pg.db.retry import retry_transient
 from cortex_pg.errors import ValidationError, translate_db_errors
 from cortex_pg.store import MemoryStore
@@ -210,7 +210,7 @@ class ContextualMemory:
             return None
         shelf = self.short_term.shelf
         meta = {**note.metadata, "promoted": True}
-        self.long_term.save(note.content, meta, importance=float(note.metadata.get("importance", 0.6)))
+        self.long_term.save(note.content, meta, importance=item_importance(note.metadata, 0.6))
         claim = (
             "UPDATE cortex.stm_notes SET metadata = metadata || jsonb_build_object('promoted', true) "
             "WHERE user_id = :user_id AND id = :id AND NOT coalesce((metadata->>'promoted')::boolean, false) "

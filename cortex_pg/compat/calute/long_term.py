@@ -30,7 +30,7 @@ from sqlalchemy import Connection, text
 from cortex_pg.compat.calute import sql
 from cortex_pg.compat.calute.shelf import Shelf, ShelfBacked
 from cortex_pg.compat.calute.short_term import item_metadata
-from cortex_pg.compat.memory_item import MemoryItem, item_from_note
+from cortex_pg.compat.memory_item import MemoryItem, item_from_note, item_importance
 from cortex_pg.compat.threaded import threaded
 from cortex_pg.db.retry import retry_transient
 from cortex_pg.errors import ValidationError, translate_db_errors
@@ -297,9 +297,9 @@ class LongTermMemory(ShelfBacked):
         lines = ["Long-term memory summary:"]
         for key, members in groups.items():
             lines.append(f"\n{str(key).title()}:")  # (a number stored before they were checked)
-            members.sort(key=lambda m: (float(m.metadata.get("importance", 0.5)), m.timestamp), reverse=True)
+            members.sort(key=lambda m: (item_importance(m.metadata, 0.5), m.timestamp), reverse=True)
             for m in members[:5]:
-                imp = float(m.metadata.get("importance", 0.5))
+                imp = item_importance(m.metadata, 0.5)
                 lines.append(f"  - {m.content[:150]} (importance: {imp:.1f}, accessed: {m.access_count}x)")
         return "\n".join(lines)
 
