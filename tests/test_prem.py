@@ -550,6 +550,57 @@ def test_a_new_text_gets_new_derived_tags_and_category_but_keeps_the_callers(ams
     assert ams.read(later, user_id="T").tags == ["mine"]
 
 
+def test_processing_writes_only_over_the_text_it_analysed(ams, monkeypatch):
+    """An update while processing analyses the old text (an LLM call, say): the analysis is
+    dropped and the new text analysed (the old text's keywords, tags and category landed on
+    the new text, and the update's job was not queued beside the running one)."""
+    analyze = ams.analyzer.analyze
+    nid = ams.add_note("Paris is the capital of France", user_id="P")
+    calls = []
+
+    def racing(content, **kw):
+        calls.append(content)
+        if len(calls) == 1:  # the caller updates the note while its processing runs
+            ams.store.update(nid, user_id="P", content="Kubernetes autoscaling reacts to CPU load",
+                             keywords=[], tags=[], category=None, context="General")  # fmt: skip
+        return analyze(content, **kw)
+
+    monkeypatch.setattr(ams.analyzer, "analyze", racing)
+    ams.update(nid, user_id="P", content="Lisbon has yellow trams")  # its processing races
+    note = ams.read(nid, user_id="P")
+    assert calls[-1] == note.content == "Kubernetes autoscaling reacts to CPU load"
+    assert "paris" not in note.tags and "lisbon" not in note.tags and note.tags
+    assert not note.category.startswith(("france", "lisbon"))
+
+
+def test_a_callers_tags_given_while_a_text_update_reads_are_kept(ams, monkeypatch):
+    """update(content=...) read the note before a concurrent update(tags=...) committed: the
+    tags it clears are decided under the note's lock, so the caller's stay."""
+    from cortex_pg.compat import prem
+
+    nid = ams.add_note("Madrid is the capital of Spain", user_id="Q")
+    light = prem.light_keywords
+    done = []
+
+    def racing(text):  # called by the text update after its read, before its write
+        if not done:
+            done.append(True)
+            ams.update(nid, user_id="Q", tags=["mine"])
+        return light(text)
+
+    monkeypatch.setattr(prem, "light_keywords", racing)
+    ams.update(nid, user_id="Q", content="Oslo has long winters")
+    assert done and ams.read(nid, user_id="Q").tags == ["mine"]
+
+
+def test_a_text_update_with_keywords_still_derives_tags_again(ams):
+    nid = ams.add_note("Berlin is the capital of Germany", user_id="K")
+    assert "germany" in ams.read(nid, user_id="K").tags
+    ams.update(nid, user_id="K", content="PostgreSQL vacuum reclaims dead tuples", keywords=["postgres"])
+    note = ams.read(nid, user_id="K")
+    assert note.keywords == ["postgres"] and "germany" not in note.tags and note.tags
+
+
 def test_a_read_in_another_session_is_not_counted(ams):
     a = ams.add_note("a note of session one", user_id="R", session_id="one")
     assert ams.read(a, user_id="R", session_id="two") is None

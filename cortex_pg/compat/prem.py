@@ -70,13 +70,33 @@ MARK_NOTE = (
 )
 
 
+CONTENT_NOW = "SELECT content FROM cortex.notes WHERE user_id = :user_id AND id = CAST(:id AS uuid)"
+HISTORY_NOW = "SELECT evolution_history FROM cortex.notes WHERE user_id = :user_id AND id = CAST(:id AS uuid)"
+LAST_REPLACED = (
+    "SELECT old FROM cortex.note_history WHERE user_id = :user_id AND note_id = CAST(:id AS uuid) "
+    "ORDER BY id DESC LIMIT 1"
+)
+
+
+class _ChangedMeanwhile(Exception):
+    """The note changed between its processing's read and its write (rolls the write back)."""
+
+
 def derived_fields(history: list[Any]) -> list[str]:
-    """The fields of :data:`DERIVED_FIELDS` whose last entry in ``history`` is processing's."""
+    """The fields of :data:`DERIVED_FIELDS` whose last entry in ``history`` is processing's
+    (``analysed``); a caller's (``given``) or a merge's (its tags are a union, with the merged
+    note's, which may be a caller's) keeps them."""
     last: dict[str, str] = {}
     for entry in history:
-        if isinstance(entry, dict) and entry.get("type") in ("analysed", "given"):
-            for name in entry.get("derived") or entry.get("fields") or []:
-                last[name] = entry["type"]
+        if not isinstance(entry, dict):
+            continue
+        kind = entry.get("type")
+        if kind in ("analysed", "given"):
+            names = entry.get("derived") if kind == "analysed" else entry.get("fields")
+            for name in names if isinstance(names, list) else []:
+                last[name] = kind
+        elif kind in ("merge_augment", "merge_replace"):
+            last.update(dict.fromkeys(DERIVED_FIELDS, "given"))
     return [name for name in DERIVED_FIELDS if last.get(name) == "analysed"]
 
 
@@ -327,7 +347,22 @@ class AgenticMemorySystem:
             self._process_ltm(str(job.note_id))
 
     def _process_ltm(self, note_id: str) -> None:
-        """Deep processing: fill keywords/context/tags/category the caller left empty."""
+        """Deep processing: fill keywords/context/tags/category the caller left empty.
+
+        Written only over the note it analysed: when its text or one of the fields written
+        changed meanwhile (an update while the analysis ran, an LLM call say), the analysis is
+        dropped and the note as it is now analysed again (at most 3 times). Before, the old
+        text's analysis landed on the new text, and the update's job was not queued beside the
+        running one, so the new text was never processed."""
+        for _attempt in range(3):
+            try:
+                self._process_once(note_id)
+                return
+            except _ChangedMeanwhile:
+                continue
+        log.warning("note %s kept changing during its processing; left for its next job", note_id)
+
+    def _process_once(self, note_id: str) -> None:
         try:
             note = self.store.get(note_id)
         except NotFoundError:
@@ -359,9 +394,17 @@ class AgenticMemorySystem:
         if changes:
             # which fields processing derived, so that a new text has them derived again (see update)
             entry = json.dumps([{"type": "analysed", "derived": sorted(changes)}])
+            read = {"content": note.content, "keywords": note.keywords, "tags": note.tags,
+                    "context": note.context, "category": note.category}  # fmt: skip
 
             def mark(conn: Connection) -> None:
-                conn.execute(text(MARK_NOTE), {"user_id": note.user_id, "id": note.id, "entry": entry})
+                params = {"user_id": note.user_id, "id": note.id}
+                now = conn.execute(text(CONTENT_NOW), params).scalar_one()
+                # this update's history row holds the values it replaced, as they were at its lock
+                before = conn.execute(text(LAST_REPLACED), params).scalar() or {}
+                if now != read["content"] or any(before[k] != read[k] for k in read if k in before):
+                    raise _ChangedMeanwhile
+                conn.execute(text(MARK_NOTE), {**params, "entry": entry})
 
             self.store.update(note_id, user_id=note.user_id, in_same_transaction=mark, **changes)
 
@@ -395,14 +438,13 @@ class AgenticMemorySystem:
         known = {"content", "keywords", "tags", "context", "category", "importance", "time", "session_id"}
         fields = {k: val for k, val in kwargs.items() if k in known}
         given = sorted(set(fields) & set(DERIVED_FIELDS))  # the caller's own from now on
-        reprocess = "content" in fields and "keywords" not in fields and fields["content"] != current.content
-        if reprocess:  # keywords describe the text: recompute them (light now, deep in the job)
+        reprocess = "content" in fields and fields["content"] != current.content
+        if reprocess and "keywords" not in fields:  # keywords describe the text: recompute them
+            # (light now, deep in the job)
             fields["keywords"] = light_keywords(v.content(fields["content"]))
-            # so do the tags, category and context processing derived from the old text (not
-            # those the caller gave): cleared, the job derives them from the new one
-            for name in derived_fields(current.evolution_history):
-                if name not in fields:
-                    fields[name] = DERIVED_FIELDS[name]
+        # so do the tags, category and context processing derived from the old text (not those
+        # the caller gave): cleared under the note's lock, below, and derived again by the job
+        clear = [name for name in DERIVED_FIELDS if name not in fields] if reprocess else []
         extra = {k: val for k, val in kwargs.items() if k not in known and k != "metadata"}
         meta = {**v.metadata(kwargs.get("metadata")), **extra}
         if meta:
@@ -413,9 +455,22 @@ class AgenticMemorySystem:
 
         def also(conn: Connection) -> None:  # with the new fields: a killed process left the new
             # text with no processing job
+            params = {"user_id": current.user_id, "id": current.id}
             if given:
                 entry = json.dumps([{"type": "given", "fields": given}])
-                conn.execute(text(MARK_NOTE), {"user_id": current.user_id, "id": current.id, "entry": entry})
+                conn.execute(text(MARK_NOTE), {**params, "entry": entry})
+            if clear:  # (the history as it is under the lock: a caller's update committed meanwhile counts)
+                history = conn.execute(text(HISTORY_NOW), params).scalar_one()
+                for name in derived_fields(history):
+                    if name in clear:
+                        blank = DERIVED_FIELDS[name]
+                        for table in ("cortex.notes", "cortex.stm_notes"):
+                            conn.execute(
+                                text(
+                                    f"UPDATE {table} SET {name} = :blank WHERE user_id = :user_id AND id = :id"
+                                ),
+                                {**params, "blank": blank},
+                            )
             if reprocess:
                 queue.enqueue(conn, [current.user_id], [_uuid.UUID(current.id)])
 
