@@ -62,7 +62,8 @@ def parse_natural(value: str, field: str, *, now: datetime | None = None) -> dat
     Relative phrases resolve against ``now`` (default: the current time). Uses dateparser.
 
     Raises:
-        ValidationError: nothing could be parsed.
+        ValidationError: nothing could be parsed, or a slashed date whose day and month order
+            is ambiguous ("3/5/2024"; "2024/03/05" is read as ISO).
     """
     try:
         parsed = parse_instant(value, field)
@@ -70,6 +71,7 @@ def parse_natural(value: str, field: str, *, now: datetime | None = None) -> dat
         parsed = None
     if parsed is not None:
         return parsed
+    value = _iso_slashed(value, field)  # (dateparser reads 3/5/2024 month first, silently)
     import dateparser
 
     base = (now or datetime.now(UTC)).astimezone(UTC)
@@ -207,11 +209,9 @@ def _date_range(value: object, base: datetime, field: str) -> tuple[datetime, da
         raise ValidationError(field, "must not be blank")
     text = value.strip()
     low = text.lower()
-    if re.fullmatch(r"\d{1,2}/\d{1,2}/\d{2,4}", text):  # (not an interval "START/END")
-        raise ValidationError(
-            field, f"{text!r}: day and month order is ambiguous; write the date as YYYY-MM-DD"
-        )
-    if "/" in text and not low.startswith("since"):
+    text = _iso_slashed(text, field)
+    low = text.lower()
+    if "/" in text and low.partition(" ")[0] not in UNTIL_NOW + UP_TO:
         left, _, right = text.partition("/")
         return _date_range({"start": left, "end": right}, base, field)
     if low == "today":
@@ -252,20 +252,16 @@ def _date_range(value: object, base: datetime, field: str) -> tuple[datetime, da
     if re.fullmatch(r"[\d.eE+\-]+", text):
         raise ValidationError(field, f"{text!r} is not a date")
     word, _, rest = low.partition(" ")
-    if word in UNTIL_NOW and rest.strip():  # "since / from / after <date>": from then until now
-        named = _named_period(rest.strip(), base)
-        if named is not None:  # after a named period: from its end
-            start = named[1] if word == "after" else named[0]
-        else:
-            start = parse_natural(rest.strip(), field, now=base)
-        return _checked(start, max(base, start + timedelta(seconds=1)), field)
-    if word in UP_TO and rest.strip():  # "before / until <date>": from the beginning until then
-        named = _named_period(rest.strip(), base)
-        if named is not None:  # until a named period: through its end
-            end = named[1] if word in ("until", "till") else named[0]
-        else:
-            end = parse_natural(rest.strip(), field, now=base)
-        return _checked(datetime(1, 1, 2, tzinfo=UTC), end, field)
+    rest = rest.strip()
+    if word in UNTIL_NOW + UP_TO and rest:
+        # the period the date names (a day, month, year: "after" starts at its end, "until"
+        # ends there), or the instant it names (a time of day, "3 days ago")
+        first, last = _period_or_instant(rest, base, field)
+        if word in UNTIL_NOW:  # "since / from / after <date>": from then until now
+            start = last if word == "after" else first
+            return _checked(start, max(base, start + timedelta(seconds=1)), field)
+        # "before / until <date>": from the beginning until then
+        return _checked(datetime(1, 1, 2, tzinfo=UTC), last if word in ("until", "till") else first, field)
     named = _named_period(text, base)
     if named is not None:
         return named
@@ -281,11 +277,43 @@ UNTIL_NOW = ("since", "from", "after", "starting")
 UP_TO = ("before", "until", "till")
 
 
-def _named_period(text: str, base: datetime) -> tuple[datetime, datetime] | None:
+def _iso_slashed(text: str, field: str) -> str:
+    """``text`` with its year-first slashed dates in ISO form ("2024/03/05" -> "2024-03-05").
+
+    Raises:
+        ValidationError: a day-or-month-first slashed date ("3/5/2024" is 3 May or 5 March).
+    """
+    if m := re.search(r"\b\d{1,2}/\d{1,2}/\d{2,4}\b", text):
+        raise ValidationError(
+            field, f"{m.group(0)!r}: day and month order is ambiguous; write the date as YYYY-MM-DD"
+        )
+    return re.sub(
+        r"\b(\d{4})/(\d{1,2})/(\d{1,2})\b",
+        lambda m: f"{m.group(1)}-{int(m.group(2)):02d}-{int(m.group(3)):02d}",
+        text,
+    )
+
+
+def _period_or_instant(text: str, base: datetime, field: str) -> tuple[datetime, datetime]:
+    """The window a date names ("yesterday", "2024-03-05", "2024-03", "March 2024"), or its
+    instant twice ("5 March 2024 14:00", "2024-03-05T14:00:00Z", "3 days ago")."""
+    if text in ("today", "yesterday", "tomorrow") or re.fullmatch(
+        r"\d{4}(?:-\d{2}){0,2}|\d{4}-?w\d{2}", text
+    ):
+        return _date_range(text, base, field)
+    named = _named_period(text, base, times=False)
+    if named is not None:
+        return named
+    instant = parse_natural(text, field, now=base)
+    return instant, instant
+
+
+def _named_period(text: str, base: datetime, *, times: bool = True) -> tuple[datetime, datetime] | None:
     """The day, month or year a phrase names outright ("5 March 2024", "March 2024", "May 8,
     2023 14:00"): the phrase means the same period whatever ``now`` is (read against ``base``
     and a year and more before it) and dateparser gives its granularity. None for a relative
-    phrase ("3 days ago", "last monday", "march" without a year) or one it cannot read."""
+    phrase ("3 days ago", "last monday", "march" without a year) or one it cannot read; with
+    ``times`` False, also for a time of day ("5 March 2024 14:00": an instant)."""
     from dateparser.date import DateDataParser
 
     def read(at: datetime) -> tuple[datetime | None, str | None]:
@@ -305,6 +333,8 @@ def _named_period(text: str, base: datetime) -> tuple[datetime, datetime] | None
 
     here, period = read(base)
     if here is None or read(base - timedelta(days=400)) != (here, period):
+        return None
+    if not times and here.astimezone(UTC).time() != datetime.min.time():  # an instant, not a day
         return None
     day = _day_start(here.astimezone(UTC))
     if period == "year":

@@ -59,6 +59,16 @@ def d(*args):
         # a span back from now keeps the day and month (it started on the 1st, or on 1 January)
         ("2 months ago", (d(2024, 1, 20, 15, 30), NOW)),
         ("a year ago", (d(2023, 3, 20, 15, 30), NOW)),
+        # a calendar day stays a day after a preposition; a time of day is an instant
+        ("since yesterday", (TODAY - timedelta(days=1), NOW)),
+        ("before yesterday", (d(1, 1, 2), TODAY - timedelta(days=1))),
+        ("until yesterday", (d(1, 1, 2), TODAY)),
+        ("after 5 March 2023 14:00", (d(2023, 3, 5, 14), NOW)),
+        ("after 2023-03-05T14:00:00Z", (d(2023, 3, 5, 14), NOW)),
+        ("before 5 March 2023 14:00", (d(1, 1, 2), d(2023, 3, 5, 14))),
+        # year-first slashed dates are ISO dates
+        ("2023/03/05", (d(2023, 3, 5), d(2023, 3, 6))),
+        ("since 2023/03/05", (d(2023, 3, 5), NOW)),
     ],
 )
 def test_date_ranges(value, expected):
@@ -151,9 +161,12 @@ def test_a_window_past_the_calendar_is_a_validation_error(value, now):
     assert err.value.field == "date_range" and "years 1 to 9999" in err.value.reason
 
 
-def test_a_slashed_date_says_how_to_write_it():
-    """3/5/2024 is 3 May or 5 March: the error says to write YYYY-MM-DD (it was read as an
-    interval from "3" to "5/2024", an empty window)."""
+@pytest.mark.parametrize(
+    "value", ["3/5/2024", "after 3/5/2024", "from 3/5/2024", "since 3/5/2024", "before 3/5/24"]
+)
+def test_a_slashed_date_says_how_to_write_it(value):
+    """3/5/2024 is 3 May or 5 March: the error says to write YYYY-MM-DD wherever it stands (it
+    was read as an interval split at its slash, or month first)."""
     with pytest.raises(ValidationError) as err:
-        parse_date_range("3/5/2024", now=NOW)
+        parse_date_range(value, now=NOW)
     assert "YYYY-MM-DD" in err.value.reason
