@@ -70,6 +70,16 @@ MARK_NOTE = (
 )
 
 
+# a derived field back to its blank value, in both tiers
+CLEAR_DERIVED = {
+    name: f"""
+WITH ltm AS (
+    UPDATE cortex.notes SET {name} = :blank WHERE user_id = :user_id AND id = CAST(:id AS uuid)
+)
+UPDATE cortex.stm_notes SET {name} = :blank WHERE user_id = :user_id AND id = CAST(:id AS uuid)
+"""
+    for name in ("tags", "category", "context")
+}
 CONTENT_NOW = "SELECT content FROM cortex.notes WHERE user_id = :user_id AND id = CAST(:id AS uuid)"
 HISTORY_NOW = "SELECT evolution_history FROM cortex.notes WHERE user_id = :user_id AND id = CAST(:id AS uuid)"
 LAST_REPLACED = (
@@ -463,14 +473,7 @@ class AgenticMemorySystem:
                 history = conn.execute(text(HISTORY_NOW), params).scalar_one()
                 for name in derived_fields(history):
                     if name in clear:
-                        blank = DERIVED_FIELDS[name]
-                        for table in ("cortex.notes", "cortex.stm_notes"):
-                            conn.execute(
-                                text(
-                                    f"UPDATE {table} SET {name} = :blank WHERE user_id = :user_id AND id = :id"
-                                ),
-                                {**params, "blank": blank},
-                            )
+                        conn.execute(text(CLEAR_DERIVED[name]), {**params, "blank": DERIVED_FIELDS[name]})
             if reprocess:
                 queue.enqueue(conn, [current.user_id], [_uuid.UUID(current.id)])
 
