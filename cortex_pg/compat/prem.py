@@ -80,12 +80,15 @@ UPDATE cortex.stm_notes SET {name} = :blank WHERE user_id = :user_id AND id = CA
 """
     for name in ("tags", "category", "context")
 }
-CONTENT_NOW = "SELECT content FROM cortex.notes WHERE user_id = :user_id AND id = CAST(:id AS uuid)"
 HISTORY_NOW = "SELECT evolution_history FROM cortex.notes WHERE user_id = :user_id AND id = CAST(:id AS uuid)"
-LAST_REPLACED = (
-    "SELECT old FROM cortex.note_history WHERE user_id = :user_id AND note_id = CAST(:id AS uuid) "
-    "ORDER BY id DESC LIMIT 1"
-)
+# the note's text now, and the values the transaction's last change of it replaced (its history
+# row holds them as they were under its lock)
+CONTENT_AND_REPLACED = """
+SELECT n.content,
+       (SELECT h.old FROM cortex.note_history h
+        WHERE h.user_id = n.user_id AND h.note_id = n.id ORDER BY h.id DESC LIMIT 1) AS replaced
+FROM cortex.notes n WHERE n.user_id = :user_id AND n.id = CAST(:id AS uuid)
+"""
 
 
 class _ChangedMeanwhile(Exception):
@@ -409,9 +412,8 @@ class AgenticMemorySystem:
 
             def mark(conn: Connection) -> None:
                 params = {"user_id": note.user_id, "id": note.id}
-                now = conn.execute(text(CONTENT_NOW), params).scalar_one()
-                # this update's history row holds the values it replaced, as they were at its lock
-                before = conn.execute(text(LAST_REPLACED), params).scalar() or {}
+                now, before = conn.execute(text(CONTENT_AND_REPLACED), params).one()
+                before = before or {}  # (the values this update replaced, as they were at its lock)
                 if now != read["content"] or any(before[k] != read[k] for k in read if k in before):
                     raise _ChangedMeanwhile
                 conn.execute(text(MARK_NOTE), {**params, "entry": entry})

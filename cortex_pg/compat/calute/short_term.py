@@ -15,7 +15,6 @@ from typing import Any
 from cortex_pg.compat.calute.shelf import Shelf, ShelfBacked
 from cortex_pg.compat.memory_item import MemoryItem, check_item_fields, item_from_note
 from cortex_pg.compat.threaded import threaded
-from cortex_pg.errors import ValidationError
 from cortex_pg.store import MemoryStore
 from cortex_pg.store.memory_store import facade_store, validation
 
@@ -36,11 +35,9 @@ def item_metadata(
     check_item_fields(meta, "metadata.")
     meta.update(validation.metadata(dict(kwargs), "kwargs"))
     check_item_fields(meta, "kwargs.")
-    for k, v in fields.items():
-        if v is not None:
-            if not isinstance(v, str):
-                raise ValidationError(k, f"must be a string, got {type(v).__name__}")
-            meta[k] = validation.short_text(v, k)
+    given = {k: v for k, v in fields.items() if v is not None}
+    check_item_fields(given)
+    meta.update({k: validation.short_text(v, k) for k, v in given.items()})
     return meta
 
 
