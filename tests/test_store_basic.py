@@ -251,17 +251,30 @@ def test_update_to_another_notes_content_is_a_conflict_naming_content(store) -> 
     assert store.get(a, user_id="u").content == "The boiler was serviced in March."
 
 
-def _commit_modes(store, calls, marker: str = "cortex.search_notes"):  # noqa: ANN001, ANN202
-    """Run ``calls`` and return, per statement containing ``marker`` or writing a note,
-    (what, synchronous_commit in its transaction)."""
+def _commit_modes(store, calls):  # noqa: ANN001, ANN202
+    """Run ``calls`` and return, per statement that writes a note or counts notes as accessed,
+    (what, synchronous_commit in its transaction). The touches are seen from inside their
+    statement (a trigger of this test's database): a search is one statement in autocommit
+    mode, whose transaction has ended when the client could ask."""
     from sqlalchemy import event
 
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS public.touch_modes (n serial, mode text)")
+        conn.exec_driver_sql(
+            "CREATE OR REPLACE FUNCTION public.record_touch_mode() RETURNS trigger LANGUAGE plpgsql AS $$"
+            " BEGIN INSERT INTO public.touch_modes (mode) VALUES (current_setting('synchronous_commit'));"
+            " RETURN NULL; END $$"
+        )
+        conn.exec_driver_sql(
+            "CREATE OR REPLACE TRIGGER record_touch_mode AFTER UPDATE OF access_count ON cortex.notes"
+            " FOR EACH STATEMENT EXECUTE FUNCTION public.record_touch_mode()"
+        )
+        conn.exec_driver_sql("TRUNCATE public.touch_modes")
     seen: list[tuple[str, str]] = []
 
     def after(conn, cursor, statement, parameters, context, executemany):  # noqa: ANN001
-        what = next((k for k in (marker, "INSERT INTO cortex.notes") if k in statement), None)
-        if what:
-            seen.append((what, cursor.connection.execute("SHOW synchronous_commit").fetchone()[0]))
+        if "INSERT INTO cortex.notes" in statement:
+            seen.append(("write", cursor.connection.execute("SHOW synchronous_commit").fetchone()[0]))
 
     event.listen(store.engine, "after_cursor_execute", after)
     try:
@@ -269,6 +282,12 @@ def _commit_modes(store, calls, marker: str = "cortex.search_notes"):  # noqa: A
             call()
     finally:
         event.remove(store.engine, "after_cursor_execute", after)
+        with store.engine.begin() as conn:
+            seen += [
+                ("touch", m)
+                for m in conn.exec_driver_sql("SELECT mode FROM public.touch_modes ORDER BY n").scalars()
+            ]
+            conn.exec_driver_sql("DROP TRIGGER record_touch_mode ON cortex.notes")
     return seen
 
 
@@ -287,16 +306,15 @@ def test_access_bookkeeping_commits_without_waiting_for_the_disk(store):
             lambda: store.add("a second note about the harbour", user_id="u"),
         ],
     )
-    assert [mode for what, mode in seen if what == "cortex.search_notes"] == ["off", default]
-    writes = [mode for what, mode in seen if what == "INSERT INTO cortex.notes"]
+    # one touch (the touching search's), and it did not wait; the write did
+    assert [mode for what, mode in seen if what == "touch"] == ["off"]
+    writes = [mode for what, mode in seen if what == "write"]
     assert writes and set(writes) == {default}
     gets = _commit_modes(
-        store,
-        [lambda: store.get(a, user_id="u", touch=True), lambda: store.get(a, user_id="u")],
-        marker="cortex.touch_notes",
+        store, [lambda: store.get(a, user_id="u", touch=True), lambda: store.get(a, user_id="u")]
     )
     # the touching get's update; the plain get writes nothing
-    assert [mode for what, mode in gets if what == "cortex.touch_notes"] == ["off"]
+    assert [mode for what, mode in gets if what == "touch"] == ["off"]
     # the touches were committed: one by the touching search, one by the touching get
     assert store.get(a, user_id="u").access_count == 2
     with store.engine.connect() as conn:
@@ -306,15 +324,11 @@ def test_access_bookkeeping_commits_without_waiting_for_the_disk(store):
 def test_calute_long_term_search_commits_its_touch_without_waiting(store):
     from cortex_pg.compat.calute import LongTermMemory
 
-    with store.engine.connect() as conn:
-        default = conn.exec_driver_sql("SHOW synchronous_commit").scalar()
     ltm = LongTermMemory(store=store, user_id="u", session_id="s")
     item = ltm.save("note about the cello recital")
     seen = _commit_modes(store, [lambda: ltm.search("cello recital")])
-    assert [mode for what, mode in seen if what == "cortex.search_notes"] == ["off"]
+    assert [mode for what, mode in seen if what == "touch"] == ["off"]
     assert store.get(item.memory_id, user_id="u").access_count == 1
-    with store.engine.connect() as conn:
-        assert conn.exec_driver_sql("SHOW synchronous_commit").scalar() == default
 
 
 def _deadlock_retries(caplog) -> list[str]:  # noqa: ANN001

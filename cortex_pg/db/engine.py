@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import select
 import threading
+import time
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy import Engine, create_engine
+from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, DisconnectionError
 
 from cortex_pg.config import Settings
 from cortex_pg.db import embedded
@@ -55,14 +58,64 @@ def resolve_url(url: str | None, *, path: str | Path | None = None, settings: Se
 
 
 def create_engine_for(url: str, *, pool_size: int = 5) -> Engine:
-    """A SQLAlchemy engine with pre-ping, UTC sessions and a bounded pool."""
-    return create_engine(
+    """A SQLAlchemy engine with UTC sessions, a bounded pool and :func:`check_liveness`."""
+    engine = create_engine(
         normalize_url(url),
-        pool_pre_ping=True,
         pool_size=pool_size,
         max_overflow=pool_size,
         connect_args={"options": "-c timezone=UTC"},
     )
+    check_liveness(engine)
+    return engine
+
+
+#: seconds a pooled connection may sit unused and still be taken without a ping
+PING_AFTER_IDLE = 30.0
+
+
+def check_liveness(engine: Engine) -> None:
+    """Make sure each connection the pool hands out still reaches the server, mostly without
+    asking it.
+
+    SQLAlchemy's ``pool_pre_ping`` sends a query before every use: a round trip, 0.3 ms of a
+    5 ms search on a 2-core machine. A server that ends a connection (restart, crash, a
+    terminated backend) closes its socket, often after a last error message, so the socket of
+    a dead idle connection has something to read; a live idle one has nothing. The check
+    polls the socket (no round trip) and pings only when it has data, or when the connection
+    has been idle for :data:`PING_AFTER_IDLE` seconds or more (a firewall or load balancer
+    drops idle connections without a word); a failed ping makes the pool replace the
+    connection (``DisconnectionError``, SQLAlchemy's disconnect handling). A driver without
+    a socket to poll is pinged every time. ``engine`` may be the ``sync_engine`` of an
+    ``AsyncEngine``.
+    """
+
+    @event.listens_for(engine.pool, "checkin")
+    def _idle_from(_dbapi_conn: Any, record: Any) -> None:
+        record.info["cortex_pg_idle_since"] = time.monotonic()
+
+    @event.listens_for(engine.pool, "checkout")
+    def _check(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        since = record.info.pop("cortex_pg_idle_since", None)
+        if since is None:  # just connected (no check-in yet)
+            return
+        if time.monotonic() - since < PING_AFTER_IDLE and _quiet(record.driver_connection):
+            return
+        try:
+            alive = engine.dialect.do_ping(dbapi_conn)
+        except Exception:  # noqa: BLE001 - any failure of the ping means a dead connection
+            alive = False
+        if not alive:
+            raise DisconnectionError("the server closed this pooled connection")
+
+
+def _quiet(driver_conn: Any) -> bool:
+    """Whether an idle connection's socket has nothing to read (False when it cannot tell)."""
+    try:
+        fd = driver_conn.pgconn.socket
+        readable, _, _ = select.select([fd], [], [], 0)
+    except Exception:  # noqa: BLE001 - no socket (closed, or another driver): ping
+        return False
+    return not readable
 
 
 def acquire_engine(url: str, *, pool_size: int = 5) -> Engine:

@@ -15,7 +15,12 @@ A store operation is a *plan*: a generator that yields steps and receives their 
   driver uses ``AsyncConnection.run_sync``, whose database I/O is still asynchronous;
 * :class:`Transaction` — run a nested plan in a transaction of its own
   (``engine.begin()``, errors translated by :func:`~cortex_pg.errors.translate_db_errors`);
-  the reply is the nested plan's return value.
+  the reply is the nested plan's return value;
+* :class:`Alone` — one statement that is a whole transaction by itself (a search), outside
+  any :class:`Transaction`: sent in autocommit mode, it costs one round trip to the server
+  where a transaction costs three (``BEGIN``, the statement, ``COMMIT``). An engine that sets
+  something at every transaction's start (``begin`` listeners: ``isolation="rls"`` sets the
+  tenant there) runs it in a transaction of its own instead, so the setting holds.
 
 and returns the operation's result. :func:`run` drives a plan on an ``Engine``;
 :func:`arun` on an ``AsyncEngine``. Every statement is defined once, in the plan; the drivers
@@ -31,6 +36,7 @@ import contextvars
 import functools
 import inspect
 import os
+import re
 from collections.abc import Callable, Generator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -75,6 +81,36 @@ class Transaction:
     """A nested plan run in a transaction of its own."""
 
     plan: Plan[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Alone:
+    """One statement run as its own transaction (see the module's docstring); SQL and fetch as
+    :class:`Query`. For a statement whose work is all in one statement: nothing else may need
+    to see its effects in the same transaction."""
+
+    sql: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    fetch: str = "all"
+
+
+# text()'s rule for a parameter: ``:name`` not after a colon, a word character or a backslash,
+# nor followed by a colon (a backslash before a colon makes it literal)
+_NAMED_PARAMETER = re.compile(r"(?<![:\w\\]):(\w+)(?!:)")
+
+
+@functools.lru_cache(maxsize=64)
+def driver_sql(sql: str) -> str:
+    """``sql`` with its ``:name`` parameters in the driver's ``%(name)s`` style (a literal
+    ``%`` doubled, ``\\:`` unescaped), by the rule of SQLAlchemy's ``text()``, for
+    ``exec_driver_sql``, which skips ``text()``'s compilation. As with ``text()``, a ``:word``
+    inside a string literal is taken for a parameter."""
+    return _NAMED_PARAMETER.sub(r"%(\1)s", sql.replace("%", "%%")).replace("\\:", ":")
+
+
+def _sets_per_transaction(engine: Engine) -> bool:
+    """Whether ``engine`` runs listeners at each transaction's start (see :class:`Alone`)."""
+    return bool(engine.dispatch.begin)
 
 
 _FETCH: dict[str, Callable[[Any], Any]] = {
@@ -136,6 +172,9 @@ def run(engine: Engine, plan: Plan[T], conn: Connection | None = None) -> T:
                 _check_outside(conn)
                 with translate_db_errors(), engine.begin() as tx:
                     reply = run(engine, step.plan, tx)
+            elif isinstance(step, Alone):
+                _check_outside(conn)
+                reply = _run_alone(engine, step)
             else:
                 reply = _execute(_inside(conn, step), step)
         except Exception as exc:  # handed to the plan, which may catch it or let it leave
@@ -178,6 +217,9 @@ async def arun(engine: AsyncEngine, plan: Plan[T], conn: AsyncConnection | None 
                 with translate_db_errors():
                     async with engine.begin() as tx:
                         reply = await arun(engine, step.plan, tx)
+            elif isinstance(step, Alone):
+                _check_outside(conn)
+                reply = await _arun_alone(engine, step)
             elif isinstance(step, WithConnection):
                 reply = await _inside(conn, step).run_sync(step.fn)
             else:
@@ -185,6 +227,28 @@ async def arun(engine: AsyncEngine, plan: Plan[T], conn: AsyncConnection | None 
                 reply = _fetch(result, step.fetch)
         except Exception as exc:
             error = exc
+
+
+def _run_alone(engine: Engine, step: Alone) -> Any:
+    with translate_db_errors():
+        if _sets_per_transaction(engine):
+            with engine.begin() as tx:
+                return _fetch(tx.exec_driver_sql(driver_sql(step.sql), dict(step.params)), step.fetch)
+        with engine.connect() as conn:
+            conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+            return _fetch(conn.exec_driver_sql(driver_sql(step.sql), dict(step.params)), step.fetch)
+
+
+async def _arun_alone(engine: AsyncEngine, step: Alone) -> Any:
+    with translate_db_errors():
+        if _sets_per_transaction(engine.sync_engine):
+            async with engine.begin() as tx:
+                result = await tx.exec_driver_sql(driver_sql(step.sql), dict(step.params))
+                return _fetch(result, step.fetch)
+        async with engine.connect() as conn:
+            conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+            result = await conn.exec_driver_sql(driver_sql(step.sql), dict(step.params))
+            return _fetch(result, step.fetch)
 
 
 def _execute(conn: Connection, step: Any) -> Any:

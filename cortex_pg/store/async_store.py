@@ -26,6 +26,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from cortex_pg.db import steps, tenancy
+from cortex_pg.db.engine import check_liveness
 from cortex_pg.db.retry import aretry_transient
 from cortex_pg.store import links as note_links
 from cortex_pg.store import traversal, validation
@@ -124,11 +125,11 @@ class AsyncMemoryStore:
         size = validation.limit(pool_size, "pool_size")
         engine = create_async_engine(
             store.engine.url.render_as_string(hide_password=False),
-            pool_pre_ping=True,
             pool_size=size,
             max_overflow=size,
             connect_args={"options": "-c timezone=UTC"},
         )
+        check_liveness(engine.sync_engine)
         if store.isolation == "rls":
             tenancy.install(engine.sync_engine, app_role or tenancy.DEFAULT_APP_ROLE)
         twin = cls(store, engine)

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cortex_pg.db.retry import retry_transient
-from cortex_pg.db.steps import Blocking, Plan, Query, Transaction, WithConnection, operation
+from cortex_pg.db.steps import Alone, Blocking, Plan, Query, Transaction, WithConnection, operation
 from cortex_pg.errors import ValidationError
 from cortex_pg.store import sql, validation
 from cortex_pg.store.ranking import Ranking
@@ -216,10 +216,13 @@ class NoteSearch:
         }
         depth = validation.limit(link_depth, "link_depth")
 
+        if not include_links:  # the search is one statement: alone, one round trip
+            return [result_from_row(r) for r in (yield Alone(sql.SEARCH, params, "mappings"))]
+
         def body() -> Plan[list[SearchResult]]:
             rows = yield Query(sql.SEARCH, params, "mappings")
             results = [result_from_row(r) for r in rows]
-            if include_links and results:
+            if results:
                 from cortex_pg.store.traversal import expand_results
 
                 results += yield WithConnection(

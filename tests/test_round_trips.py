@@ -1,0 +1,124 @@
+"""Fewer round trips: a search is one statement in autocommit mode (``steps.Alone``), and the
+pool checks a connection's socket instead of pinging the server before every use."""
+
+from __future__ import annotations
+
+import asyncio
+
+import psycopg
+import pytest
+from sqlalchemy import text
+
+from cortex_pg.db import engine as engines
+from cortex_pg.db import tenancy
+from cortex_pg.db.steps import Alone, arun, driver_sql, run
+from cortex_pg.embeddings import HashingEmbedder
+from cortex_pg.store import MemoryStore
+from cortex_pg.store.async_store import AsyncMemoryStore
+from tests.conftest import _libpq
+
+# now() is the transaction's start: equal to the statement's start only when the statement is
+# its own transaction (autocommit); after a BEGIN sent on its own, the statement starts later
+OWN_TRANSACTION = (
+    "SELECT now() = statement_timestamp() AS alone, current_setting('cortex.user_id', true) AS tenant"
+)
+
+
+def _alone() -> object:
+    return (yield Alone(OWN_TRANSACTION, {}, "mapping_one"))
+
+
+def test_driver_sql_names_parameters_the_drivers_way(db_url):
+    # text()'s rule: not after a colon or backslash, nor before a colon
+    assert driver_sql("SELECT CAST(:a AS int), x::text, 5 % 2, :b_2, '\\:c', :d::int") == (
+        "SELECT CAST(%(a)s AS int), x::text, 5 %% 2, %(b_2)s, ':c', :d::int"
+    )
+    engine = engines.create_engine_for(db_url)
+
+    def plan(sql: str, params: dict) -> object:
+        return (yield Alone(sql, params, "scalar_one"))
+
+    try:  # a literal % reaches the server as written, with parameters or without
+        assert run(engine, plan("SELECT '5%' || format('%s!', 'a')", {})) == "5%a!"
+        assert run(engine, plan("SELECT '5%' || format('%s!', CAST(:a AS text))", {"a": "x"})) == "5%x!"
+    finally:
+        engine.dispose()
+
+
+def test_a_statement_alone_is_its_own_transaction(db_url):
+    engine = engines.create_engine_for(db_url)
+    try:
+        row = run(engine, _alone())
+        assert row["alone"] is True
+    finally:
+        engine.dispose()
+
+
+def test_a_statement_alone_keeps_the_tenant_of_rls(db_url):
+    """Under isolation='rls' the tenant is set at each transaction's start (a ``begin``
+    listener): the statement runs in a transaction, so the setting holds for it."""
+    store = MemoryStore.open(db_url, embedder=HashingEmbedder(), auto_migrate=False, isolation="rls")
+    try:
+        with tenancy.tenant_scope("alice"):
+            row = run(store.engine, _alone())
+        assert (row["alone"], row["tenant"]) == (False, "alice")
+    finally:
+        store.close()
+
+
+def test_a_statement_alone_on_asyncio(db_url):
+    async def main() -> tuple[bool, bool]:
+        store = await AsyncMemoryStore.open(db_url, embedder=HashingEmbedder(), auto_migrate=False)
+        try:
+            plain = (await arun(store.engine, _alone()))["alone"]
+            nid = await store.add("searched on asyncio", user_id="a")
+            found = [r.id for r in await store.search("searched on asyncio", user_id="a")] == [nid]
+            return plain, found
+        finally:
+            await store.close()
+
+    assert asyncio.run(main()) == (True, True)
+
+
+def _pids(conn: psycopg.Connection, url_database: str) -> list[int]:
+    return [
+        r[0]
+        for r in conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()"
+            " AND backend_type = 'client backend'",
+            (url_database,),
+        ).fetchall()
+    ]
+
+
+@pytest.mark.parametrize("idle_limit", [engines.PING_AFTER_IDLE, 0.0])
+def test_a_connection_the_server_ended_is_replaced_before_use(db_url, monkeypatch, idle_limit):
+    monkeypatch.setattr(engines, "PING_AFTER_IDLE", idle_limit)
+    store = MemoryStore.open(db_url, embedder=HashingEmbedder(), auto_migrate=False)
+    pings: list[bool] = []
+    ping = store.engine.dialect.do_ping
+
+    def counted(dbapi_conn: object) -> bool:
+        pings.append(True)
+        return ping(dbapi_conn)
+
+    monkeypatch.setattr(store.engine.dialect, "do_ping", counted)
+    try:
+        nid = store.add("still here after the backend ended", user_id="u")
+        store.search("still here", user_id="u")
+        store.search("still here", user_id="u")
+        # a live connection used again at once is not pinged; one idle past the limit is
+        assert bool(pings) == (idle_limit == 0.0)
+        pings.clear()
+        libpq = _libpq(db_url)
+        with psycopg.connect(**libpq, autocommit=True) as admin:
+            ended = _pids(admin, libpq["dbname"])
+            assert ended
+            for pid in ended:  # waits (5 s at most) for each backend to end
+                admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
+        assert [r.id for r in store.search("still here after", user_id="u")] == [nid]
+        assert pings  # the ended connection was pinged (and replaced), not used
+        with store.engine.connect() as conn:
+            assert conn.execute(text("SELECT pg_backend_pid()")).scalar() not in ended
+    finally:
+        store.close()
