@@ -197,3 +197,43 @@ def test_stale_lock_is_taken_again_and_the_old_lease_is_void(store):
     assert job.status == "done" and job.attempts == 2
     with store.engine.begin() as conn:
         assert jobq.finish(conn, dead, {}) is False  # the dead worker can no longer finish it
+
+
+def test_a_job_asked_for_again_while_it_runs_runs_again(store):
+    """A note changed while its job runs: the job read the note before the change, so an
+    enqueue then marks it to run again, and its end queues it (fresh attempts) instead of
+    ending it; while the job is only queued, an enqueue adds nothing."""
+    nid = store.add("the note", user_id="r", enqueue_evolution=True)
+    with store.engine.begin() as conn:
+        assert jobq.enqueue(conn, ["r"], [nid]) == 0  # queued: it will read the note as it is
+    with store.engine.begin() as conn:
+        (job,) = jobq.take(conn, "w1")
+    with store.engine.begin() as conn:  # asked for again while it runs (twice: one more run)
+        assert jobq.enqueue(conn, ["r", "r"], [nid, nid]) == 0
+        assert jobq.enqueue(conn, ["r"], [nid]) == 0
+    with store.engine.begin() as conn:
+        assert jobq.finish(conn, job, {"seen": "before the change"}) is True
+    (row,) = _jobs(store)
+    assert (row.status, row.attempts) == ("queued", 0)
+    with store.engine.begin() as conn:
+        (again,) = jobq.take(conn, "w2")
+        assert again.id == job.id
+    with store.engine.begin() as conn:
+        assert jobq.finish(conn, again, {"seen": "after"}) is True
+    (row,) = _jobs(store)
+    assert (row.status, row.result) == ("done", {"seen": "after"})
+
+
+def test_a_failed_job_asked_for_again_is_queued_with_fresh_attempts(store):
+    nid = store.add("the failing note", user_id="r", enqueue_evolution=True)
+    with store.engine.begin() as conn:
+        conn.execute(text("UPDATE cortex.evolution_jobs SET max_attempts = 1"))
+        (job,) = jobq.take(conn, "w1")
+    with store.engine.begin() as conn:
+        jobq.enqueue(conn, ["r"], [nid])
+    with store.engine.begin() as conn:  # its last attempt: failed for good, were it not asked again
+        assert jobq.fail(conn, job, "boom", backoff=30) == "queued"
+    (row,) = _jobs(store)
+    assert (row.status, row.attempts) == ("queued", 0)
+    assert Worker(store, listen=False).process_available() == 1  # at once, not after the backoff
+    assert _jobs(store)[0].status == "done"

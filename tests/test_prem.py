@@ -573,6 +573,28 @@ def test_processing_writes_only_over_the_text_it_analysed(ams, monkeypatch):
     assert not note.category.startswith(("france", "lisbon"))
 
 
+def test_a_text_changed_after_processing_wrote_but_before_its_job_ended_is_processed(ams, monkeypatch):
+    """The update commits after processing wrote its analysis of the old text and before the
+    job ended (the evolution step ran): the update's job could not be queued beside the running
+    one, which then ended done, and the new text kept no tags. The job now runs again."""
+    nid = ams.add_note("Paris is the capital of France", user_id="W")
+    preprocess = ams.worker.preprocess
+    done: list[bool] = []
+
+    def racing(job):  # noqa: ANN001
+        preprocess(job)  # processing wrote its analysis of the text it read
+        if not done:  # then, before the job has ended, the caller changes the text
+            done.append(True)
+            ams.update(nid, user_id="W", content="Kubernetes autoscaling reacts to CPU load")
+
+    monkeypatch.setattr(ams.worker, "preprocess", racing)
+    ams.update(nid, user_id="W", content="Lisbon has yellow trams")
+    note = ams.read(nid, user_id="W")
+    assert done and note.content == "Kubernetes autoscaling reacts to CPU load"
+    assert note.tags and not {"lisbon", "paris"} & set(note.tags)
+    assert not note.category.startswith(("france", "lisbon"))
+
+
 def test_a_callers_tags_given_while_a_text_update_reads_are_kept(ams, monkeypatch):
     """update(content=...) read the note before a concurrent update(tags=...) committed: the
     tags it clears are decided under the note's lock, so the caller's stay."""

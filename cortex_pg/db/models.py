@@ -391,7 +391,9 @@ class EvolutionJob(Base):
     or back to ``queued`` with ``run_after`` pushed out (backoff) or ``failed`` with ``error``
     after ``max_attempts``. A ``running`` job whose ``locked_at`` is older than the lock
     timeout belongs to a dead worker and is taken again. At most one queued or running job
-    per (user_id, note_id, kind).
+    per (user_id, note_id, kind): an enqueue that finds the job running sets ``run_again``,
+    and the job's end puts it back to ``queued`` (attempts 0) instead of ``done`` or
+    ``failed``, so a change made while it ran is handled too.
     """
 
     __tablename__ = "evolution_jobs"
@@ -411,6 +413,7 @@ class EvolutionJob(Base):
     created_at: Mapped[datetime] = mapped_column(server_default=text("now()"))
     updated_at: Mapped[datetime] = mapped_column(server_default=text("now()"))
     collection_path: Mapped[str | None]
+    run_again: Mapped[bool] = mapped_column(server_default=text("false"))
 
     __table_args__ = (
         PrimaryKeyConstraint("user_id", "id"),

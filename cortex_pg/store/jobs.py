@@ -31,21 +31,29 @@ DEFAULT_KIND = "evolve"
 COLLECTION_KIND = "collection"  # create or refresh the collection at ``collection_path`` (no note)
 DEFAULT_MAX_ATTEMPTS = 5
 
+# A note whose job is queued gets nothing more (the job will read the note as it is then); one
+# whose job is running marks it run_again (the job read the note before this change), and the
+# job's end queues it again (FINISH, FAIL, REAP).
 ENQUEUE = """
 WITH new_jobs AS (
     INSERT INTO cortex.evolution_jobs (user_id, note_id, kind, max_attempts)
     SELECT k.user_id, k.note_id, :kind, :max_attempts
-    FROM unnest(CAST(:users AS text[]), CAST(:ids AS uuid[])) AS k(user_id, note_id)
-    ON CONFLICT (user_id, note_id, kind) WHERE status IN ('queued', 'running') DO NOTHING
-    RETURNING id
+    FROM unnest(CAST(:users AS text[]), CAST(:ids AS uuid[])) WITH ORDINALITY AS k(user_id, note_id, n)
+    GROUP BY k.user_id, k.note_id ORDER BY min(k.n)  -- each note once (DO UPDATE), in the given order
+    ON CONFLICT (user_id, note_id, kind) WHERE status IN ('queued', 'running')
+    DO UPDATE SET run_again = true, updated_at = now() WHERE evolution_jobs.status = 'running'
+    RETURNING run_again
 )
-SELECT count(*) AS n FROM new_jobs
+SELECT count(*) FILTER (WHERE NOT run_again) AS n FROM new_jobs
 """
 
 # Jobs whose worker died too often: give up on them (the take below skips them afterwards).
 REAP = """
 UPDATE cortex.evolution_jobs
-SET status = 'failed', locked_by = NULL, updated_at = now(),
+SET status = CASE WHEN run_again THEN 'queued' ELSE 'failed' END,
+    attempts = CASE WHEN run_again THEN 0 ELSE attempts END,
+    run_after = CASE WHEN run_again THEN now() ELSE run_after END,
+    run_again = false, locked_by = NULL, updated_at = now(),
     error = coalesce(error || E'\\n', '')
             || format('lock of worker %s expired (older than %s s) on attempt %s of %s',
                       locked_by, :lock_timeout, attempts, max_attempts)
@@ -74,10 +82,16 @@ WHERE j.user_id = picked.user_id AND j.id = picked.id
 RETURNING j.user_id, j.id, j.note_id, j.kind, j.attempts, j.max_attempts, j.locked_at, j.collection_path
 """
 
+# done, or queued again with fresh attempts when it was asked for again while it ran
 FINISH = """
 UPDATE cortex.evolution_jobs
-SET status = 'done', locked_by = NULL, error = NULL, result = CAST(:result AS jsonb), updated_at = now()
+SET status = CASE WHEN run_again THEN 'queued' ELSE 'done' END,
+    attempts = CASE WHEN run_again THEN 0 ELSE attempts END,
+    run_after = CASE WHEN run_again THEN now() ELSE run_after END,
+    run_again = false, locked_by = NULL, locked_at = NULL, error = NULL,
+    result = CAST(:result AS jsonb), updated_at = now()
 WHERE user_id = :user_id AND id = :id AND status = 'running' AND locked_by = :worker AND attempts = :attempts
+RETURNING status
 """
 
 # whether this attempt still holds the job: 1 held, 0 taken over, no row gone (deleted with its note)
@@ -89,10 +103,12 @@ FROM cortex.evolution_jobs WHERE user_id = :user_id AND id = :id
 # Back to the queue with run_after = now() + backoff, or failed for good after max_attempts.
 FAIL = """
 UPDATE cortex.evolution_jobs
-SET status = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END,
-    run_after = CASE WHEN attempts >= max_attempts THEN run_after
+SET status = CASE WHEN attempts >= max_attempts AND NOT run_again THEN 'failed' ELSE 'queued' END,
+    run_after = CASE WHEN run_again THEN now()
+                     WHEN attempts >= max_attempts THEN run_after
                      ELSE now() + make_interval(secs => :backoff) END,
-    locked_by = NULL, locked_at = NULL, error = :error, updated_at = now()
+    attempts = CASE WHEN run_again THEN 0 ELSE attempts END,
+    run_again = false, locked_by = NULL, locked_at = NULL, error = :error, updated_at = now()
 WHERE user_id = :user_id AND id = :id AND status = 'running' AND locked_by = :worker AND attempts = :attempts
 RETURNING status
 """
@@ -156,7 +172,10 @@ def enqueue(
 ) -> int:
     """Queue one job per note in the caller's transaction, and notify :data:`CHANNEL` at commit.
 
-    A note that already has a queued or running job of this kind gets no second one.
+    A note that already has a queued job of this kind gets no second one (that job reads the
+    note when it runs). One whose job is running marks it ``run_again``: the job read the note
+    before this change, so its end queues it again instead of ending it (:func:`finish`,
+    :func:`fail`).
 
     Args:
         conn: a connection inside the transaction that inserted the notes.
@@ -240,13 +259,14 @@ def take(
 
 
 def finish(conn: Connection, job: Job, result: dict[str, Any]) -> bool:
-    """Mark ``job`` done inside the transaction that wrote its effects.
+    """Mark ``job`` done inside the transaction that wrote its effects (queued again, with
+    fresh attempts, when it was asked for again while it ran: see :func:`enqueue`).
 
     Returns:
         False when the lease was lost (the job was taken over after the lock timeout); the
         caller must then roll the transaction back so the effects are not written twice.
     """
-    n = conn.execute(
+    row = conn.execute(
         text(FINISH),
         {
             "user_id": job.user_id,
@@ -255,8 +275,10 @@ def finish(conn: Connection, job: Job, result: dict[str, Any]) -> bool:
             "attempts": job.attempts,
             "result": json.dumps(result),
         },
-    ).rowcount
-    return n == 1
+    ).first()
+    if row is not None and row.status == "queued":  # asked for again while it ran
+        conn.execute(text("SELECT pg_notify(:channel, '')"), {"channel": CHANNEL})
+    return row is not None
 
 
 def lease(conn: Connection, job: Job) -> str:
@@ -276,7 +298,8 @@ def backoff_seconds(attempts: int, base: float = 2.0, cap: float = 600.0) -> flo
 
 
 def fail(conn: Connection, job: Job, error: str, *, backoff: float) -> str | None:
-    """Record a failed attempt: back to ``queued`` after ``backoff`` seconds, or ``failed``.
+    """Record a failed attempt: back to ``queued`` after ``backoff`` seconds, or ``failed``
+    (back to ``queued`` at once, with fresh attempts, when it was asked for again while it ran).
 
     Returns:
         The new status, or None when the lease was lost (nothing changed).
