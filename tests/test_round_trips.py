@@ -30,8 +30,8 @@ def _alone() -> object:
 
 def test_driver_sql_names_parameters_the_drivers_way(db_url):
     # text()'s rule: not after a colon or backslash, nor before a colon
-    assert driver_sql("SELECT CAST(:a AS int), x::text, 5 % 2, :b_2, '\\:c', :d::int") == (
-        "SELECT CAST(%(a)s AS int), x::text, 5 %% 2, %(b_2)s, ':c', :d::int"
+    assert driver_sql("SELECT CAST(:a AS int), x::text, 5 % 2, :b_2, '\\:c', :d::int, :ef::int") == (
+        "SELECT CAST(%(a)s AS int), x::text, 5 %% 2, %(b_2)s, ':c', :d::int, :ef::int"
     )
     engine = engines.create_engine_for(db_url)
 
@@ -122,3 +122,31 @@ def test_a_connection_the_server_ended_is_replaced_before_use(db_url, monkeypatc
             assert conn.execute(text("SELECT pg_backend_pid()")).scalar() not in ended
     finally:
         store.close()
+
+
+def test_a_quiet_connection_is_not_pinged_whatever_its_descriptor(db_url, monkeypatch):
+    """A busy process holds many files: a pooled connection's socket numbered 1024 or above
+    is still checked without a ping (select() takes no such descriptor)."""
+    import os
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"this process may open {hard} files at most")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    engine = engines.create_engine_for(db_url)
+    pings: list[bool] = []
+    ping = engine.dialect.do_ping
+    monkeypatch.setattr(engine.dialect, "do_ping", lambda conn: pings.append(True) or ping(conn))
+    try:
+        for _ in range(3):
+            with engine.connect() as conn:
+                fd = conn.connection.driver_connection.pgconn.socket
+                assert conn.execute(text("SELECT 1")).scalar() == 1
+        assert fd >= 1024 and pings == []
+    finally:
+        engine.dispose()
+        for f in held:
+            os.close(f)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -112,7 +112,11 @@ def _quiet(driver_conn: Any) -> bool:
     """Whether an idle connection's socket has nothing to read (False when it cannot tell)."""
     try:
         fd = driver_conn.pgconn.socket
-        readable, _, _ = select.select([fd], [], [], 0)
+        if hasattr(select, "poll"):  # any descriptor (select() takes none above 1023)
+            poller = select.poll()
+            poller.register(fd, select.POLLIN | select.POLLPRI)  # hang-up and error come anyway
+            return not poller.poll(0)
+        readable, _, _ = select.select([fd], [], [], 0)  # Windows: no poll(), no such limit
     except Exception:  # noqa: BLE001 - no socket (closed, or another driver): ping
         return False
     return not readable

@@ -94,9 +94,9 @@ class Alone:
     fetch: str = "all"
 
 
-# text()'s rule for a parameter: ``:name`` not after a colon, a word character or a backslash,
-# nor followed by a colon (a backslash before a colon makes it literal)
-_NAMED_PARAMETER = re.compile(r"(?<![:\w\\]):(\w+)(?!:)")
+# the rule of SQLAlchemy 2.1's text() for a parameter: ``:name`` neither after a colon, a word
+# character or a backslash (which makes the colon literal) nor before a colon
+_NAMED_PARAMETER = re.compile(r"(?<![:\w\\]):(\w+)(?![:\w])")
 
 
 @functools.lru_cache(maxsize=64)
