@@ -199,10 +199,16 @@ def test_stale_lock_is_taken_again_and_the_old_lease_is_void(store):
         assert jobq.finish(conn, dead, {}) is False  # the dead worker can no longer finish it
 
 
+def _max_attempts(store):  # noqa: ANN001, ANN202
+    with store.engine.connect() as conn:
+        return conn.execute(text("SELECT max_attempts FROM cortex.evolution_jobs")).scalar_one()
+
+
 def test_a_job_asked_for_again_while_it_runs_runs_again(store):
     """A note changed while its job runs: the job read the note before the change, so an
-    enqueue then marks it to run again, and its end queues it (fresh attempts) instead of
-    ending it; while the job is only queued, an enqueue adds nothing."""
+    enqueue then marks it to run again, and its end queues it (with max_attempts more
+    attempts; the attempt number keeps counting, as a lease is a worker and an attempt number)
+    instead of ending it; while the job is only queued, an enqueue adds nothing."""
     nid = store.add("the note", user_id="r", enqueue_evolution=True)
     with store.engine.begin() as conn:
         assert jobq.enqueue(conn, ["r"], [nid]) == 0  # queued: it will read the note as it is
@@ -214,17 +220,19 @@ def test_a_job_asked_for_again_while_it_runs_runs_again(store):
     with store.engine.begin() as conn:
         assert jobq.finish(conn, job, {"seen": "before the change"}) is True
     (row,) = _jobs(store)
-    assert (row.status, row.attempts) == ("queued", 0)
+    assert (row.status, row.attempts, _max_attempts(store)) == ("queued", 1, 6)  # 5 more attempts
     with store.engine.begin() as conn:
-        (again,) = jobq.take(conn, "w2")
-        assert again.id == job.id
+        (again,) = jobq.take(conn, "w1")  # the same worker takes it again: attempt 2
+        assert (again.id, again.attempts) == (job.id, 2)
+    with store.engine.begin() as conn:  # the first run's lease is void: its attempt number differs
+        assert jobq.finish(conn, job, {"seen": "a stale holder"}) is False
     with store.engine.begin() as conn:
         assert jobq.finish(conn, again, {"seen": "after"}) is True
     (row,) = _jobs(store)
     assert (row.status, row.result) == ("done", {"seen": "after"})
 
 
-def test_a_failed_job_asked_for_again_is_queued_with_fresh_attempts(store):
+def test_a_failed_job_asked_for_again_is_queued_with_a_fresh_budget(store):
     nid = store.add("the failing note", user_id="r", enqueue_evolution=True)
     with store.engine.begin() as conn:
         conn.execute(text("UPDATE cortex.evolution_jobs SET max_attempts = 1"))
@@ -234,6 +242,6 @@ def test_a_failed_job_asked_for_again_is_queued_with_fresh_attempts(store):
     with store.engine.begin() as conn:  # its last attempt: failed for good, were it not asked again
         assert jobq.fail(conn, job, "boom", backoff=30) == "queued"
     (row,) = _jobs(store)
-    assert (row.status, row.attempts) == ("queued", 0)
+    assert (row.status, row.attempts, _max_attempts(store)) == ("queued", 1, 2)
     assert Worker(store, listen=False).process_available() == 1  # at once, not after the backoff
     assert _jobs(store)[0].status == "done"

@@ -595,6 +595,33 @@ def test_a_text_changed_after_processing_wrote_but_before_its_job_ended_is_proce
     assert not note.category.startswith(("france", "lisbon"))
 
 
+def test_a_job_run_again_after_its_note_was_merged_ends_done(ams):
+    """A job asked for again while it ran, whose first run merged the note away: the next
+    run finds the note merged and has nothing to process (it failed 5 times before)."""
+    from sqlalchemy import text
+
+    from cortex_pg.store import jobs as queue
+
+    keeper = ams.add_note("Lisbon has yellow trams", user_id="M")
+    merged = ams.add_note("Paris is the capital of France", user_id="M")
+    with ams.store.engine.begin() as conn:  # merged away, its derived fields still to fill
+        conn.execute(
+            text("UPDATE cortex.notes SET merged_into = CAST(:k AS uuid), keywords = '{}', tags = '{}', "
+                 "category = NULL WHERE id = CAST(:m AS uuid)"),
+            {"k": keeper, "m": merged},
+        )  # fmt: skip
+        queue.enqueue(conn, ["M"], [merged])
+    assert ams.worker.process_available(note_ids=[merged]) == 1
+    with ams.store.engine.connect() as conn:
+        status = conn.execute(
+            text(
+                "SELECT status FROM cortex.evolution_jobs WHERE note_id = CAST(:m AS uuid) ORDER BY id DESC LIMIT 1"
+            ),
+            {"m": merged},
+        ).scalar_one()
+    assert status == "done"
+
+
 def test_a_callers_tags_given_while_a_text_update_reads_are_kept(ams, monkeypatch):
     """update(content=...) read the note before a concurrent update(tags=...) committed: the
     tags it clears are decided under the note's lock, so the caller's stay."""

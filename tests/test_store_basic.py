@@ -74,6 +74,65 @@ def test_update_merges_metadata_and_reembeds(store):
     assert stm[0].content == "quantum chromodynamics lecture notes"
 
 
+def test_a_text_written_back_after_another_update_is_embedded(store):
+    """Two updates read the note's text A; one writes X, the other writes A back. The second
+    decided from its read that A needed no new embedding, but the stored text was X by then:
+    the decision is made again under the note's lock, so the embedding is A's, not X's."""
+    import threading
+    import time
+
+    from sqlalchemy import text
+
+    a_text, x_text = "Paris is the capital of France", "Kubernetes autoscaling reacts to CPU load"
+    nid = store.add(a_text, user_id="u")
+    pid = {}
+
+    def waiting() -> int:
+        with store.engine.connect() as conn:
+            return conn.execute(
+                text("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type IN ('Lock', 'LWLock') "
+                     "AND pid <> :me AND datname = current_database()"),
+                {"me": pid["holder"]},
+            ).scalar_one()  # fmt: skip
+
+    holder = store.engine.connect()
+    tx = holder.begin()
+    pid["holder"] = holder.execute(text("SELECT pg_backend_pid()")).scalar_one()
+    holder.execute(text("SELECT 1 FROM cortex.notes WHERE id = CAST(:id AS uuid) FOR UPDATE"), {"id": nid})
+    errors: list[BaseException] = []
+
+    def update(content: str) -> None:
+        try:
+            store.update(nid, user_id="u", content=content)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    first = threading.Thread(target=update, args=(x_text,))
+    first.start()
+    deadline = time.monotonic() + 30
+    while waiting() < 1 and time.monotonic() < deadline:  # X waits for the row
+        time.sleep(0.02)
+    second = threading.Thread(target=update, args=(a_text,))  # reads A: X is not committed
+    second.start()
+    while waiting() < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    tx.commit()  # X is written, then A back
+    holder.close()
+    first.join(60)
+    second.join(60)
+    assert errors == []
+    assert store.get(nid, user_id="u").content == a_text
+    with store.engine.connect() as conn:
+        stored = conn.execute(
+            text("SELECT embedding::text FROM cortex.embeddings WHERE note_id = CAST(:id AS uuid) "
+                 "AND kind = 'text' AND window_no = 0"),
+            {"id": nid},
+        ).scalar_one()  # fmt: skip
+    stored = [float(x) for x in stored.strip("[]").split(",")]
+    expected = store.embedder.embed([a_text])[0]
+    assert max(abs(p - q) for p, q in zip(stored, expected, strict=True)) < 1e-5
+
+
 def test_update_runs_a_callers_write_in_its_transaction(store):
     """in_same_transaction sees the new text and commits with it; when it raises, the update
     is rolled back with it."""

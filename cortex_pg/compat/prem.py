@@ -46,7 +46,7 @@ from cortex_pg.db.retry import aretry_transient, retry_transient
 from cortex_pg.db.steps import Blocking, Plan, plan_of, statement
 from cortex_pg.embeddings import HashingEmbedder, MiniLMEmbedder, OpenAIEmbedder
 from cortex_pg.embeddings.base import Embedder
-from cortex_pg.errors import NotFoundError, ValidationError
+from cortex_pg.errors import MergedNoteError, NotFoundError, ValidationError
 from cortex_pg.evolution.decide import NoteView, heuristic_decider
 from cortex_pg.evolution.decide import build_prompt as evolution_prompt
 from cortex_pg.evolution.worker import Worker
@@ -380,6 +380,8 @@ class AgenticMemorySystem:
             note = self.store.get(note_id)
         except NotFoundError:
             return
+        if note.merged_into is not None:  # merged away (its job ran again after the merge)
+            return
         auto_keywords = not note.keywords or note.keywords == light_keywords(note.content)
         general = note.context in (None, "", DEFAULT_CONTEXT)
         llm_category = not note.category and self._enhancer is not None
@@ -418,7 +420,10 @@ class AgenticMemorySystem:
                     raise _ChangedMeanwhile
                 conn.execute(text(MARK_NOTE), {**params, "entry": entry})
 
-            self.store.update(note_id, user_id=note.user_id, in_same_transaction=mark, **changes)
+            try:
+                self.store.update(note_id, user_id=note.user_id, in_same_transaction=mark, **changes)
+            except (NotFoundError, MergedNoteError):  # deleted or merged away meanwhile
+                return
 
     def update(self, memory_id: str, **kwargs: Any) -> bool:
         """Change a note's fields (content is re-embedded; metadata merges).

@@ -392,8 +392,8 @@ class EvolutionJob(Base):
     after ``max_attempts``. A ``running`` job whose ``locked_at`` is older than the lock
     timeout belongs to a dead worker and is taken again. At most one queued or running job
     per (user_id, note_id, kind): an enqueue that finds the job running sets ``run_again``,
-    and the job's end puts it back to ``queued`` (attempts 0) instead of ``done`` or
-    ``failed``, so a change made while it ran is handled too.
+    and the job's end puts it back to ``queued`` (``max_attempts`` grows by the attempts used)
+    instead of ``done`` or ``failed``, so a change made while it ran is handled too.
     """
 
     __tablename__ = "evolution_jobs"

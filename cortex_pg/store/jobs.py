@@ -51,7 +51,7 @@ SELECT count(*) FILTER (WHERE NOT run_again) AS n FROM new_jobs
 REAP = """
 UPDATE cortex.evolution_jobs
 SET status = CASE WHEN run_again THEN 'queued' ELSE 'failed' END,
-    attempts = CASE WHEN run_again THEN 0 ELSE attempts END,
+    max_attempts = CASE WHEN run_again THEN attempts + max_attempts ELSE max_attempts END,
     run_after = CASE WHEN run_again THEN now() ELSE run_after END,
     run_again = false, locked_by = NULL, updated_at = now(),
     error = coalesce(error || E'\\n', '')
@@ -82,11 +82,13 @@ WHERE j.user_id = picked.user_id AND j.id = picked.id
 RETURNING j.user_id, j.id, j.note_id, j.kind, j.attempts, j.max_attempts, j.locked_at, j.collection_path
 """
 
-# done, or queued again with fresh attempts when it was asked for again while it ran
+# done, or queued again when it was asked for again while it ran: its attempts keep counting (a
+# lease is a worker and an attempt number, which must not come back), and its budget grows by
+# the attempts used, so the new run has max_attempts of its own
 FINISH = """
 UPDATE cortex.evolution_jobs
 SET status = CASE WHEN run_again THEN 'queued' ELSE 'done' END,
-    attempts = CASE WHEN run_again THEN 0 ELSE attempts END,
+    max_attempts = CASE WHEN run_again THEN attempts + max_attempts ELSE max_attempts END,
     run_after = CASE WHEN run_again THEN now() ELSE run_after END,
     run_again = false, locked_by = NULL, locked_at = NULL, error = NULL,
     result = CAST(:result AS jsonb), updated_at = now()
@@ -107,7 +109,7 @@ SET status = CASE WHEN attempts >= max_attempts AND NOT run_again THEN 'failed' 
     run_after = CASE WHEN run_again THEN now()
                      WHEN attempts >= max_attempts THEN run_after
                      ELSE now() + make_interval(secs => :backoff) END,
-    attempts = CASE WHEN run_again THEN 0 ELSE attempts END,
+    max_attempts = CASE WHEN run_again THEN attempts + max_attempts ELSE max_attempts END,
     run_again = false, locked_by = NULL, locked_at = NULL, error = :error, updated_at = now()
 WHERE user_id = :user_id AND id = :id AND status = 'running' AND locked_by = :worker AND attempts = :attempts
 RETURNING status
@@ -260,7 +262,7 @@ def take(
 
 def finish(conn: Connection, job: Job, result: dict[str, Any]) -> bool:
     """Mark ``job`` done inside the transaction that wrote its effects (queued again, with
-    fresh attempts, when it was asked for again while it ran: see :func:`enqueue`).
+    a fresh budget of attempts, when it was asked for again while it ran: see :func:`enqueue`).
 
     Returns:
         False when the lease was lost (the job was taken over after the lock timeout); the
@@ -299,7 +301,7 @@ def backoff_seconds(attempts: int, base: float = 2.0, cap: float = 600.0) -> flo
 
 def fail(conn: Connection, job: Job, error: str, *, backoff: float) -> str | None:
     """Record a failed attempt: back to ``queued`` after ``backoff`` seconds, or ``failed``
-    (back to ``queued`` at once, with fresh attempts, when it was asked for again while it ran).
+    (back to ``queued`` at once, with a fresh budget of attempts, when it was asked for again while it ran).
 
     Returns:
         The new status, or None when the lease was lost (nothing changed).

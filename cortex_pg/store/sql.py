@@ -139,7 +139,7 @@ WHERE s.user_id = e.user_id AND s.id = e.id
 
 # update(): lock the LTM row and re-read merged_into (a merge locks it FOR NO KEY UPDATE too)
 LOCK_NOTE_FOR_UPDATE = """
-SELECT merged_into FROM cortex.notes WHERE user_id = :user_id AND id = :id FOR NO KEY UPDATE
+SELECT merged_into, content FROM cortex.notes WHERE user_id = :user_id AND id = :id FOR NO KEY UPDATE
 """
 
 GET_NOTE = f"""

@@ -712,12 +712,22 @@ class NoteWriter:
             set_sql = ", ".join(assignments)
 
             def body() -> Plan[None]:
-                if moved or vector is not None:  # its session's context rows change: the scope
-                    # lock first, as a write takes it (sql.LOCK_SCOPES), before any row
+                nonlocal vector
+                if moved or "content" in sets:  # its session's context rows may change: the
+                    # scope lock first, as a write takes it (sql.LOCK_SCOPES), before any row
                     yield Query(sql.LOCK_NOTE_SCOPES, {"user_id": uid, "ids": [nid]}, "none")
                 locked = yield Query(sql.LOCK_NOTE_FOR_UPDATE, {"id": nid, "user_id": uid}, "first")
                 if locked is not None and locked.merged_into is not None:
                     raise MergedNoteError(str(nid), str(locked.merged_into))
+                if (
+                    vector is None
+                    and locked is not None
+                    and sets.get("content", locked.content) != locked.content
+                ):
+                    # another update changed the text after it was read: the stored text differs
+                    # from this one after all, so it is embedded (else the note would keep the
+                    # other text's embedding)
+                    vector = (yield Blocking(embed_windows, (self.embedder, [sets["content"]])))[0]
                 # a new time moves a long-term note within its session: the note, the note that
                 # followed it and the one it now precedes get the context of their new places
                 left = (yield Query(sql.NEXT_IN_SESSION, {"id": nid, "u": uid}, "first")) if moved else None

@@ -4,7 +4,9 @@ An enqueue that finds the note's job of that kind already running (a note change
 job ran: a Prem Cortex ``update(content=...)`` during the note's processing) used to queue
 nothing, and the running job, which had read the note before the change, ended ``done``: the
 change was never processed. It now marks the running job ``run_again``; the job's end (done, or
-a failed attempt) puts it back in the queue with fresh attempts instead. Existing rows get
+a failed attempt) puts it back in the queue instead, with a fresh budget of attempts
+(``max_attempts`` grows by the attempts used; ``attempts`` keeps counting, as a lease is a
+worker and an attempt number). Existing rows get
 ``false``.
 
 Revision ID: 0031
@@ -37,7 +39,7 @@ def downgrade() -> None:
     # a running job marked to run again goes back to the queue now (its worker loses the lease,
     # so its effects roll back): the code before this revision would end it done
     op.execute(
-        "UPDATE cortex.evolution_jobs SET status = 'queued', attempts = 0, run_after = now(), "
+        "UPDATE cortex.evolution_jobs SET status = 'queued', max_attempts = attempts + max_attempts, run_after = now(), "
         "locked_by = NULL, locked_at = NULL, updated_at = now() WHERE run_again AND status = 'running'"
     )
     op.drop_column("evolution_jobs", "run_again", schema="cortex")
