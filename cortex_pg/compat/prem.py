@@ -10,12 +10,13 @@ Processing of a note:
         (when none are given); context = "General" (when none is given). The note is in STM and
         LTM when ``add_note`` returns.
     deep (a durable job in ``cortex.evolution_jobs``, queued in the insert's transaction; run
-        before ``add_note`` returns, or by a worker thread with background processing, or by
-        any ``cortex-pg worker``): when keywords were not given or the context is "General",
+        before ``add_note`` returns, or by the worker thread of an ``AgenticMemorySystem`` with
+        background processing; a plain ``cortex-pg worker`` runs only its evolution part,
+        not the analysis): when keywords were not given or the context is "General",
         one analysis (LLM with a JSON schema when configured, else YAKE keywords and tags
         offline) fills only the fields the caller left empty; then evolution (links, neighbour
         updates, merges; LLM decision when configured, else the offline heuristic). A process
-        killed before the job ran leaves it queued; the next worker runs it.
+        killed before the job ran leaves it queued; the next system's worker runs it.
 """
 
 from __future__ import annotations
