@@ -230,25 +230,25 @@ async def arun(engine: AsyncEngine, plan: Plan[T], conn: AsyncConnection | None 
 
 
 def _run_alone(engine: Engine, step: Alone) -> Any:
+    statement, params = driver_sql(step.sql), dict(step.params)
     with translate_db_errors():
         if _sets_per_transaction(engine):
-            with engine.begin() as tx:
-                return _fetch(tx.exec_driver_sql(driver_sql(step.sql), dict(step.params)), step.fetch)
+            with engine.begin() as conn:
+                return _fetch(conn.exec_driver_sql(statement, params), step.fetch)
         with engine.connect() as conn:
             conn = conn.execution_options(isolation_level="AUTOCOMMIT")
-            return _fetch(conn.exec_driver_sql(driver_sql(step.sql), dict(step.params)), step.fetch)
+            return _fetch(conn.exec_driver_sql(statement, params), step.fetch)
 
 
 async def _arun_alone(engine: AsyncEngine, step: Alone) -> Any:
+    statement, params = driver_sql(step.sql), dict(step.params)
     with translate_db_errors():
         if _sets_per_transaction(engine.sync_engine):
-            async with engine.begin() as tx:
-                result = await tx.exec_driver_sql(driver_sql(step.sql), dict(step.params))
-                return _fetch(result, step.fetch)
+            async with engine.begin() as conn:
+                return _fetch(await conn.exec_driver_sql(statement, params), step.fetch)
         async with engine.connect() as conn:
             conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
-            result = await conn.exec_driver_sql(driver_sql(step.sql), dict(step.params))
-            return _fetch(result, step.fetch)
+            return _fetch(await conn.exec_driver_sql(statement, params), step.fetch)
 
 
 def _execute(conn: Connection, step: Any) -> Any:

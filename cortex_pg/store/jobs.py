@@ -202,8 +202,13 @@ def enqueue(
         },
     ).one()
     if row.n:
-        conn.execute(text("SELECT pg_notify(:channel, '')"), {"channel": CHANNEL})
+        _notify(conn)
     return int(row.n)
+
+
+def _notify(conn: Connection) -> None:
+    """Wake idle workers at commit (``NOTIFY`` :data:`CHANNEL`)."""
+    conn.execute(text("SELECT pg_notify(:channel, '')"), {"channel": CHANNEL})
 
 
 def take(
@@ -279,7 +284,7 @@ def finish(conn: Connection, job: Job, result: dict[str, Any]) -> bool:
         },
     ).first()
     if row is not None and row.status == "queued":  # asked for again while it ran
-        conn.execute(text("SELECT pg_notify(:channel, '')"), {"channel": CHANNEL})
+        _notify(conn)
     return row is not None
 
 
