@@ -9,7 +9,7 @@ Parts (each can be left out with ``--skip``; ``ingest`` always runs, everything 
   ingest       ``MemoryStore.add_many`` per tenant, vectors precomputed (lookup embedder),
                HNSW in place; database size per 10k notes.
   latency      p50/p95/p99 over the held-out queries, query vector precomputed: vector-only
-               (``cortex.search_notes`` with no text), hybrid (``store.search``), hybrid + date
+               (``store.search`` with ``vector_weight`` 1), hybrid (``store.search``), hybrid + date
                window (30 % of the time range) + ``where_filter``, ``memory_source="ltm"``, the
                10 %-tenant against a ~1 %-tenant (same queries).
   quality      recall@10 of the vector ranker against exact cosine (numpy) over the tenant's
@@ -80,11 +80,6 @@ LIMIT = 10
 WARMUP = 20
 MODEL = MiniLMEmbedder.MODEL_NAME
 DIM = 384
-
-VECTOR_SQL = text(
-    "SELECT * FROM cortex.search_notes(:user_id, CAST(:vec AS vector), NULL, :limit, "
-    "p_date_from => :date_from, p_date_to => :date_to, p_filter => CAST(:filter AS jsonb))"
-)
 
 # the search's vector candidates (search_notes v6: text embeddings, tenant, window, filter)
 RANKER_SQL = text(
@@ -369,9 +364,12 @@ class Bench:
         say(f"  {len(c.texts) / secs:.0f} notes/s ({secs:.1f} s), {stored} stored")
 
     def _vector_search(self, tenant: str, q: int, filtered: bool = False) -> list[str]:
-        """The vector-only search (``search_notes`` without a query text)."""
-        with self.store.engine.begin() as conn:
-            return [str(r.id) for r in conn.execute(VECTOR_SQL, self._vector_params(tenant, q, filtered))]
+        """The vector-only search: ``store.search`` with ``vector_weight`` 1, which runs the
+        vector ranker alone (search_notes v11), as a plain-SQL call without a query text does."""
+        kw: dict[str, Any] = {"ranking": {"vector_weight": 1}}
+        if filtered:
+            kw.update(date_from=self.window[0], date_to=self.window[1], where_filter=self.filter)
+        return self._hybrid(tenant, q, **kw)
 
     def _vector_ranker(self, tenant: str, q: int, filtered: bool = False) -> list[str]:
         """The vector ranker alone, as the search runs it: the nearest text embeddings of the

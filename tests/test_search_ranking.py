@@ -3,6 +3,7 @@ each constant does what its documentation says, and bad values are refused by na
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -124,6 +125,41 @@ def test_vector_weight_zero_ranks_by_bm25_alone(store) -> None:  # noqa: ANN001
     assert len(matched) >= 4
     assert got[: len(matched)] == matched  # every note matching a term before any that does not
     assert [r.text_score for r in matched] == sorted((r.text_score for r in matched), reverse=True)
+
+
+def _plain_sql(store, query_vector: str | None, query_text: str | None, ranking: dict) -> list:  # noqa: ANN001
+    with store.engine.begin() as conn:
+        return conn.execute(
+            text(
+                "SELECT id::text, score, text_score, semantic_score FROM cortex.search_notes('u', "
+                "CAST(:v AS vector), :q, 8, p_ranking => CAST(:r AS jsonb))"
+            ),
+            {"v": query_vector, "q": query_text, "r": json.dumps(ranking)},
+        ).all()
+
+
+def test_a_ranker_weighed_zero_is_not_run(store) -> None:  # noqa: ANN001
+    _fill(store)
+    vec = str(store.embedder.embed(["garden beans"])[0])
+    # vector_weight 1: the search of the text and its embedding is the search of the embedding
+    # alone (no full-text candidates, no BM25), though five notes contain a query word
+    only_vector = {"vector_weight": 1}
+    got = store.search("garden beans", user_id="u", limit=8, touch=False, ranking=only_vector)
+    assert len(got) == 8
+    assert all(r.text_score == 0 and r.text_rank is None for r in got)
+    assert [(str(r.note.id), pytest.approx(r.score)) for r in got] == [
+        (i, s) for i, s, _, _ in _plain_sql(store, vec, None, only_vector)
+    ]
+    # vector_weight 0: the search of the text alone (no HNSW scan): only notes with a query term
+    only_text = {"vector_weight": 0}
+    got = store.search("garden beans", user_id="u", limit=8, touch=False, ranking=only_text)
+    assert 4 <= len(got) < 8 and all(r.text_score > 0 and r.semantic_score is None for r in got)
+    assert [(str(r.note.id), pytest.approx(r.score)) for r in got] == [
+        (i, s) for i, s, _, _ in _plain_sql(store, None, "garden beans", only_text)
+    ]
+    # ... unless the text has no full-text term: then the embedding counts alone, as before
+    got = store.search("and the of it", user_id="u", limit=8, touch=False, ranking=only_text)
+    assert len(got) == 8 and all(r.semantic_score is not None for r in got)
 
 
 def test_a_single_signal_counts_alone_whatever_its_weight(store) -> None:  # noqa: ANN001

@@ -1,4 +1,4 @@
-"""The constants of the search ranking (``cortex.search_notes`` v8, its ``p_ranking`` argument).
+"""The constants of the search ranking (``cortex.search_notes`` v8 and later, its ``p_ranking`` argument).
 
 The defaults are the library's ranking, chosen on LoCoMo dev conversations (see
 ``sql/functions/search_notes/v9.sql`` for each constant's measured range); a caller overrides
@@ -30,7 +30,10 @@ class Ranking:
             fusion, Cormack, Clarke and Buettcher 2009: weight / (rrf_k + rank) per ranker,
             scaled so rank 1 is 1).
         vector_weight: weight of the semantic signal in [0, 1]; BM25 weighs 1 - vector_weight
-            (when a search has only one of the two signals, that one counts alone).
+            (when a search has only one of the two signals, that one counts alone). A ranker
+            weighed 0 is not run: 1 is a vector-only search (no full-text candidates; results'
+            ``text_score`` 0), 0 a BM25-only one (no HNSW scan; ``semantic_score`` None) unless
+            the query has no full-text terms (stop words only), when the vector signal is kept.
         context_weight: share of the note's context embedding (the note read after its session
             predecessor) in its semantic score, in [0, 1]; 0 = the text embedding alone.
         length_prior: d0 of the length prior: the text cosine of a note of dl distinct lexemes

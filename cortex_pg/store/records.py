@@ -56,9 +56,11 @@ class SearchResult:
             ``w = min(1, sqrt(dl / 24))`` for a note of ``dl`` distinct lexemes, and its context
             embedding (the text's cosine when it has none), ``c`` = the ranking's
             ``context_weight`` (0.5) (``search_notes`` v8), in [-1, 1] (None when searching
-            without an embedding, or for a note not embedded yet).
+            without an embedding, with ``vector_weight`` 0 (the vector ranker is not run), or for
+            a note not embedded yet).
         distance: ``1 - semantic_score``, in [0, 2].
-        text_score: Okapi BM25 score of the note for the query (0 when no term matched).
+        text_score: Okapi BM25 score of the note for the query (0 when no term matched, and with
+            ``vector_weight`` 1, which does not run the full-text ranker).
         recency_score: ``exp(-age_days / 7)`` in [0, 1] (0 beyond 4,900 days), age measured from ``now``.
         vector_rank / text_rank: 1-based rank by ``semantic_score`` / ``text_score`` among the
             candidates, None without that signal (or, for text, without a matching term).
