@@ -642,6 +642,32 @@ def test_a_callers_tags_given_while_a_text_update_reads_are_kept(ams, monkeypatc
     assert done and ams.read(nid, user_id="Q").tags == ["mine"]
 
 
+def test_a_text_written_back_after_another_update_replaced_it_is_processed(ams, monkeypatch):
+    """update(content=A) read A; another update then wrote X (processed: X's tags and category);
+    writing A back replaces X after all: A is processed again (it kept X's keywords, tags and
+    category, with no job, when the choice was made from the read)."""
+    from cortex_pg.compat import prem
+
+    paris = "Paris is the capital of France"
+    nid = ams.add_note(paris, user_id="B")
+    metadata = prem.v.metadata
+    done = []
+
+    def racing(value):  # called by the update after its read, before its write
+        if not done:
+            done.append(True)
+            ams.update(nid, user_id="B", content="Kubernetes autoscaling reacts to CPU load")
+            assert "kubernetes" in ams.read(nid, user_id="B").tags
+        return metadata(value)
+
+    monkeypatch.setattr(prem.v, "metadata", racing)
+    ams.update(nid, user_id="B", content=paris)
+    note = ams.read(nid, user_id="B")
+    assert done and note.content == paris
+    assert "paris" in note.tags and note.category.startswith("france")
+    assert "kubernetes" not in note.tags and not any("autoscaling" in k.lower() for k in note.keywords)
+
+
 def test_a_text_update_with_keywords_still_derives_tags_again(ams):
     nid = ams.add_note("Berlin is the capital of Germany", user_id="K")
     assert "germany" in ams.read(nid, user_id="K").tags

@@ -74,17 +74,20 @@ def test_update_merges_metadata_and_reembeds(store):
     assert stm[0].content == "quantum chromodynamics lecture notes"
 
 
-def test_a_text_written_back_after_another_update_is_embedded(store):
+@pytest.mark.parametrize("tier", ["ltm", "stm"])
+def test_a_text_written_back_after_another_update_is_embedded(store, tier):
     """Two updates read the note's text A; one writes X, the other writes A back. The second
     decided from its read that A needed no new embedding, but the stored text was X by then:
-    the decision is made again under the note's lock, so the embedding is A's, not X's."""
+    the decision is made again under the note's lock, so the embedding is A's, not X's (a
+    long-term note's embeddings rows; a note only in short-term memory, its row's)."""
     import threading
     import time
 
     from sqlalchemy import text
 
     a_text, x_text = "Paris is the capital of France", "Kubernetes autoscaling reacts to CPU load"
-    nid = store.add(a_text, user_id="u")
+    nid = store.add(a_text, user_id="u", to_ltm=tier == "ltm")
+    table = "cortex.notes" if tier == "ltm" else "cortex.stm_notes"
     pid = {}
 
     def waiting() -> int:
@@ -98,7 +101,7 @@ def test_a_text_written_back_after_another_update_is_embedded(store):
     holder = store.engine.connect()
     tx = holder.begin()
     pid["holder"] = holder.execute(text("SELECT pg_backend_pid()")).scalar_one()
-    holder.execute(text("SELECT 1 FROM cortex.notes WHERE id = CAST(:id AS uuid) FOR UPDATE"), {"id": nid})
+    holder.execute(text(f"SELECT 1 FROM {table} WHERE id = CAST(:id AS uuid) FOR UPDATE"), {"id": nid})
     errors: list[BaseException] = []
 
     def update(content: str) -> None:
@@ -125,7 +128,8 @@ def test_a_text_written_back_after_another_update_is_embedded(store):
     with store.engine.connect() as conn:
         stored = conn.execute(
             text("SELECT embedding::text FROM cortex.embeddings WHERE note_id = CAST(:id AS uuid) "
-                 "AND kind = 'text' AND window_no = 0"),
+                 "AND kind = 'text' AND window_no = 0" if tier == "ltm" else
+                 "SELECT embedding::text FROM cortex.stm_notes WHERE id = CAST(:id AS uuid)"),
             {"id": nid},
         ).scalar_one()  # fmt: skip
     stored = [float(x) for x in stored.strip("[]").split(",")]

@@ -82,6 +82,20 @@ UPDATE cortex.stm_notes SET {name} = :blank WHERE user_id = :user_id AND id = CA
     for name in ("tags", "category", "context")
 }
 HISTORY_NOW = "SELECT evolution_history FROM cortex.notes WHERE user_id = :user_id AND id = CAST(:id AS uuid)"
+# whether this transaction replaced the note's stored text: its history rows (written by
+# cortex.record_note_history under the row lock, with the values each write replaced); none when
+# it wrote the text already stored (or the note is only in short-term memory, which keeps no history)
+TEXT_REPLACED_HERE = """
+SELECT coalesce(bool_or(h.old ? 'content'), false) FROM cortex.note_history h
+WHERE h.user_id = :user_id AND h.note_id = CAST(:id AS uuid) AND h.xmin = pg_current_xact_id()::xid
+"""
+# the keywords of the note's text, in both tiers
+SET_KEYWORDS = """
+WITH ltm AS (
+    UPDATE cortex.notes SET keywords = CAST(:keywords AS text[]) WHERE user_id = :user_id AND id = CAST(:id AS uuid)
+)
+UPDATE cortex.stm_notes SET keywords = CAST(:keywords AS text[]) WHERE user_id = :user_id AND id = CAST(:id AS uuid)
+"""
 # the note's text now, and the values the transaction's last change of it replaced (its history
 # row holds them as they were under its lock)
 CONTENT_AND_REPLACED = """
@@ -471,28 +485,44 @@ class AgenticMemorySystem:
             fields["links"] = links
         import uuid as _uuid
 
+        processed = [reprocess]  # whether the new text is processed, as decided under the lock
+
         def also(conn: Connection) -> None:  # with the new fields: a killed process left the new
             # text with no processing job
             params = {"user_id": current.user_id, "id": current.id}
             if given:
                 entry = json.dumps([{"type": "given", "fields": given}])
                 conn.execute(text(MARK_NOTE), {**params, "entry": entry})
-            if clear:  # (the history as it is under the lock: a caller's update committed meanwhile counts)
+            # the text read before equals this one, but another update changed the stored text
+            # meanwhile: this write replaced it after all, so the new text is processed too
+            late = (
+                not reprocess
+                and "content" in fields
+                and conn.execute(text(TEXT_REPLACED_HERE), params).scalar_one()
+            )
+            if late and "keywords" not in fields:
+                keywords = light_keywords(v.content(fields["content"]))
+                conn.execute(text(SET_KEYWORDS), {**params, "keywords": keywords})
+            clearing = [name for name in DERIVED_FIELDS if name not in fields] if late else clear
+            if (
+                clearing
+            ):  # (the history as it is under the lock: a caller's update committed meanwhile counts)
                 history = conn.execute(text(HISTORY_NOW), params).scalar_one()
                 for name in derived_fields(history):
-                    if name in clear:
+                    if name in clearing:
                         conn.execute(text(CLEAR_DERIVED[name]), {**params, "blank": DERIVED_FIELDS[name]})
-            if reprocess:
+            processed[0] = reprocess or late
+            if processed[0]:
                 queue.enqueue(conn, [current.user_id], [_uuid.UUID(current.id)])
 
         if fields:
             self.store.update(
                 memory_id,
                 user_id=current.user_id,
-                in_same_transaction=also if reprocess or given else None,
+                in_same_transaction=also if "content" in fields or given else None,
                 **fields,
             )
-        if reprocess:
+        if processed[0]:
             self._schedule(current.id, current.user_id)
         return True
 

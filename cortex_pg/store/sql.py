@@ -141,6 +141,10 @@ WHERE s.user_id = e.user_id AND s.id = e.id
 LOCK_NOTE_FOR_UPDATE = """
 SELECT merged_into, content FROM cortex.notes WHERE user_id = :user_id AND id = :id FOR NO KEY UPDATE
 """
+# a note only in short-term memory: its one row, locked for update(content=...)
+LOCK_STM_NOTE_FOR_UPDATE = """
+SELECT content FROM cortex.stm_notes WHERE user_id = :user_id AND id = :id FOR NO KEY UPDATE
+"""
 
 GET_NOTE = f"""
 SELECT {NOTE_COLUMNS}, 'ltm' AS memory_tier, merged_into, evolution_history

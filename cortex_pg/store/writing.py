@@ -719,10 +719,13 @@ class NoteWriter:
                 locked = yield Query(sql.LOCK_NOTE_FOR_UPDATE, {"id": nid, "user_id": uid}, "first")
                 if locked is not None and locked.merged_into is not None:
                     raise MergedNoteError(str(nid), str(locked.merged_into))
+                stored = locked
+                if locked is None and "content" in sets:  # only in STM: its row holds the text
+                    stored = yield Query(sql.LOCK_STM_NOTE_FOR_UPDATE, {"id": nid, "user_id": uid}, "first")
                 if (
                     vector is None
-                    and locked is not None
-                    and sets.get("content", locked.content) != locked.content
+                    and stored is not None
+                    and sets.get("content", stored.content) != stored.content
                 ):
                     # another update changed the text after it was read: the stored text differs
                     # from this one after all, so it is embedded (else the note would keep the
