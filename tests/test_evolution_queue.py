@@ -43,7 +43,7 @@ def test_enqueue_in_the_insert_transaction(store):
         tx.rollback()
     assert len(_jobs(store)) == 4
     with store.engine.begin() as conn:
-        assert jobq.counts(conn) == {"queued": 4, "running": 0, "done": 0, "failed": 0}
+        assert jobq.counts(conn) == {"queued": 4, "running": 0, "done": 0, "failed": 0, "run_again": 0}
 
 
 def _view(cos: float) -> NoteView:
@@ -217,6 +217,15 @@ def test_a_job_asked_for_again_while_it_runs_runs_again(store):
     with store.engine.begin() as conn:  # asked for again while it runs (twice: one more run)
         assert jobq.enqueue(conn, ["r", "r"], [nid, nid]) == 0
         assert jobq.enqueue(conn, ["r"], [nid]) == 0
+    with store.engine.begin() as conn:
+        assert (jobq.counts(conn)["running"], jobq.counts(conn)["run_again"]) == (1, 1)
+        assert jobq.counts(conn, user_id="other")["run_again"] == 0
+    from typer.testing import CliRunner
+
+    from cortex_pg.cli import app
+
+    shown = CliRunner().invoke(app, ["--database-url", store.engine.url.render_as_string(False), "jobs"])
+    assert shown.exit_code == 0 and "running  1 (1 to run again)" in shown.output, shown.output
     with store.engine.begin() as conn:
         assert jobq.finish(conn, job, {"seen": "before the change"}) is True
     (row,) = _jobs(store)

@@ -78,7 +78,8 @@ def register(app: typer.Typer) -> None:
         user_id: str | None = typer.Option(None, "--user-id", help="only this user's jobs"),
         database_url: str | None = typer.Option(None, "--database-url"),
     ) -> None:
-        """Show evolution job counts by status (queued, running, done, failed)."""
+        """Show evolution job counts by status (queued, running, done, failed) and how many
+        running jobs will run again (their note changed while they ran)."""
         from cortex_pg.db.engine import create_engine_for, resolve_url
         from cortex_pg.store import jobs as queue
 
@@ -92,7 +93,12 @@ def register(app: typer.Typer) -> None:
         finally:
             engine.dispose()
         for status in ("queued", "running", "done", "failed"):
-            typer.echo(f"{status:8} {counts.get(status, 0)}")
+            again = (
+                f" ({counts['run_again']} to run again)"
+                if status == "running" and counts["run_again"]
+                else ""
+            )
+            typer.echo(f"{status:8} {counts.get(status, 0)}{again}")
 
 
 def main() -> None:

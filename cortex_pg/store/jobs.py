@@ -139,6 +139,9 @@ FROM unnest(ARRAY['queued', 'running', 'done', 'failed']) AS s(status)
 LEFT JOIN cortex.evolution_jobs j
   ON j.status = s.status AND (CAST(:user_id AS text) IS NULL OR j.user_id = :user_id)
 GROUP BY s.status
+UNION ALL
+SELECT 'run_again', count(*) FROM cortex.evolution_jobs j
+WHERE j.status = 'running' AND j.run_again AND (CAST(:user_id AS text) IS NULL OR j.user_id = :user_id)
 """
 
 
@@ -331,5 +334,7 @@ def retry_failed(conn: Connection, *, user_id: str | None = None) -> int:
 
 
 def counts(conn: Connection, *, user_id: str | None = None) -> dict[str, int]:
-    """Jobs per status (``queued``, ``running``, ``done``, ``failed``; zeros included)."""
+    """Jobs per status (``queued``, ``running``, ``done``, ``failed``; zeros included), and
+    ``run_again``: how many of the running jobs were asked for again while they run (each goes
+    back to the queue when its run ends)."""
     return {r.status: int(r.n) for r in conn.execute(text(COUNTS), {"user_id": user_id})}
