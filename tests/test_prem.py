@@ -668,6 +668,38 @@ def test_a_text_written_back_after_another_update_replaced_it_is_processed(ams, 
     assert "kubernetes" not in note.tags and not any("autoscaling" in k.lower() for k in note.keywords)
 
 
+def test_cortex_pg_worker_prem_runs_the_analysis_a_plain_worker_leaves_out(ams, db_url):
+    """Jobs of notes whose derived fields an update cleared: ``cortex-pg worker`` runs their
+    evolution alone; ``cortex-pg worker --prem`` derives the tags and category again first."""
+    from typer.testing import CliRunner
+
+    from cortex_pg.cli import app
+    from cortex_pg.store import jobs as queue
+
+    plain = ams.add_note("Paris is the capital of France", user_id="J")
+    prem = ams.add_note("Berlin is the capital of Germany", user_id="J")
+
+    def cleared_and_queued(nid: str) -> None:  # as a text update leaves a note
+        with ams.store.engine.begin() as conn:
+            conn.execute(
+                text("UPDATE cortex.notes SET tags = '{}', category = NULL WHERE id = CAST(:id AS uuid)"),
+                {"id": nid},
+            )
+            queue.enqueue(conn, ["J"], [nid])
+
+    runner = CliRunner()
+    worker = ["--database-url", db_url, "--embedder", "hashing", "worker", "--exit-when-idle"]
+    cleared_and_queued(plain)
+    r = runner.invoke(app, worker)
+    assert r.exit_code == 0 and "done=1" in r.output, r.output
+    assert ams.read(plain, user_id="J").tags == []
+    cleared_and_queued(prem)
+    r = runner.invoke(app, [*worker, "--prem"])
+    assert r.exit_code == 0 and "done=1" in r.output, r.output
+    note = ams.read(prem, user_id="J")
+    assert "germany" in note.tags and note.category.startswith("germany")
+
+
 def test_a_text_update_with_keywords_still_derives_tags_again(ams):
     nid = ams.add_note("Berlin is the capital of Germany", user_id="K")
     assert "germany" in ams.read(nid, user_id="K").tags

@@ -52,8 +52,17 @@ def register(app: typer.Typer) -> None:
         embedder: str | None = typer.Option(
             None, "--embedder", help="minilm (offline, ONNX), minilm-torch, openai or hashing"
         ),
+        prem: bool = typer.Option(
+            False,
+            "--prem",
+            help="process notes as the Prem Cortex API does: its analysis (LLM from OPENAI_API_KEY, "
+            "else offline) before evolution",
+        ),
     ) -> None:
-        """Run evolution workers until interrupted (SIGINT / SIGTERM finish the current jobs)."""
+        """Run evolution workers until interrupted (SIGINT / SIGTERM finish the current jobs).
+
+        With --prem, each job first runs the Prem Cortex analysis (keywords, tags, category and
+        context the caller left empty), as an AgenticMemorySystem's own worker does."""
         from cortex_pg.evolution.worker import Worker
 
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
@@ -61,7 +70,14 @@ def register(app: typer.Typer) -> None:
         stop = threading.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
-        w = Worker(store, concurrency=concurrency, lock_timeout=lock_timeout, poll_interval=poll_interval)
+        options = {"concurrency": concurrency, "lock_timeout": lock_timeout, "poll_interval": poll_interval}
+        if prem:
+            from cortex_pg.compat.prem import AgenticMemorySystem
+
+            system = AgenticMemorySystem(store=store, enable_background_processing=False)
+            w = system.job_worker(**options)
+        else:
+            w = Worker(store, **options)
         typer.echo(f"worker {w.name}: {concurrency} thread(s), lock timeout {lock_timeout:g} s", err=True)
         try:
             stats = w.run(exit_when_idle=exit_when_idle, stop=stop)

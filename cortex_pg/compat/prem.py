@@ -11,8 +11,9 @@ Processing of a note:
         LTM when ``add_note`` returns.
     deep (a durable job in ``cortex.evolution_jobs``, queued in the insert's transaction; run
         before ``add_note`` returns, or by the worker thread of an ``AgenticMemorySystem`` with
-        background processing; a plain ``cortex-pg worker`` runs only its evolution part,
-        not the analysis): when keywords were not given or the context is "General",
+        background processing, or by ``cortex-pg worker --prem``; a plain ``cortex-pg worker``
+        runs only its evolution part, not the analysis): when keywords were not given or the
+        context is "General",
         one analysis (LLM with a JSON schema when configured, else YAKE keywords and tags
         offline) fills only the fields the caller left empty; then evolution (links, neighbour
         updates, merges; LLM decision when configured, else the offline heuristic). A process
@@ -265,15 +266,35 @@ class AgenticMemorySystem:
         self._closed = False
         self._lock = threading.Lock()
         smart_llm = self.llm if enable_smart_collections else None
-        self.worker = Worker(
+        self.worker = self.job_worker()
+        self._enhancer = LLMEnhancer(smart_llm) if smart_llm is not None else None
+        if enable_background_processing:
+            self.worker.start()
+
+    def job_worker(
+        self, *, concurrency: int = 1, lock_timeout: float = 300.0, poll_interval: float = 2.0
+    ) -> Worker:
+        """A worker of the job queue that processes notes as this system does: the analysis
+        (fills the keywords, tags, category and context a caller left empty; LLM when
+        configured) and then evolution, on every job it takes. For a process that only runs
+        workers over a database this API writes (``cortex-pg worker --prem``); a plain
+        :class:`~cortex_pg.evolution.worker.Worker` runs the evolution part alone.
+
+        Args:
+            concurrency: worker threads, >= 1.
+            lock_timeout: seconds after which a running job's lock counts as abandoned.
+            poll_interval: seconds between polls when no NOTIFY arrives.
+        """
+        smart_llm = self.llm if self.enable_smart_collections else None
+        return Worker(
             self.store,
             decider=self._decider(),
             preprocess=self._preprocess_job,
             describer=LLMDescriber(smart_llm) if smart_llm is not None else None,
+            concurrency=concurrency,
+            lock_timeout=lock_timeout,
+            poll_interval=poll_interval,
         )
-        self._enhancer = LLMEnhancer(smart_llm) if smart_llm is not None else None
-        if enable_background_processing:
-            self.worker.start()
 
     def _decider(self):  # noqa: ANN202
         """LLM evolution decisions when an LLM is configured (offline heuristic on LLM failure)."""
