@@ -105,7 +105,7 @@ def test_concurrent_inline_adds_of_one_session_all_get_processed(ams: AgenticMem
         with ams.store.engine.connect() as conn:
             jobs = conn.execute(
                 text(
-                    "SELECT status, error FROM cortex.evolution_jobs WHERE user_id = 'inline' AND kind = 'evolve'"
+                    "SELECT status, error FROM cortex.evolution_jobs WHERE user_id = 'inline' AND kind = 'prem'"
                 )
             ).all()
         await ams.ashutdown()

@@ -254,3 +254,23 @@ def test_a_failed_job_asked_for_again_is_queued_with_a_fresh_budget(store):
     assert (row.status, row.attempts, _max_attempts(store)) == ("queued", 1, 2)
     assert Worker(store, listen=False).process_available() == 1  # at once, not after the backoff
     assert _jobs(store)[0].status == "done"
+
+
+def test_jobs_on_a_schema_behind_says_to_upgrade(db_url):
+    """``cortex-pg jobs`` reads the queue's current columns; on an older schema it says to
+    upgrade (exit status 2) instead of failing on a missing column, and migrates nothing."""
+    from typer.testing import CliRunner
+
+    from cortex_pg.cli import app
+    from cortex_pg.db import migrate
+    from cortex_pg.db.engine import create_engine_for
+
+    engine = create_engine_for(db_url)
+    try:
+        migrate.downgrade(engine, "0030")
+        shown = CliRunner().invoke(app, ["--database-url", db_url, "jobs"])
+        assert shown.exit_code == 2 and "cortex-pg db upgrade" in shown.output, shown.output
+        assert migrate.current_revision(engine) == "0030"
+    finally:
+        migrate.upgrade(engine)
+        engine.dispose()

@@ -668,36 +668,71 @@ def test_a_text_written_back_after_another_update_replaced_it_is_processed(ams, 
     assert "kubernetes" not in note.tags and not any("autoscaling" in k.lower() for k in note.keywords)
 
 
-def test_cortex_pg_worker_prem_runs_the_analysis_a_plain_worker_leaves_out(ams, db_url):
-    """Jobs of notes whose derived fields an update cleared: ``cortex-pg worker`` runs their
-    evolution alone; ``cortex-pg worker --prem`` derives the tags and category again first."""
+def test_a_plain_worker_leaves_prem_jobs_to_a_worker_that_runs_the_analysis(ams, db_url):
+    """A Prem note's job (kind ``prem``) runs the API's analysis before evolution. A plain
+    ``cortex-pg worker`` does not take it (it ended it done, the derived fields an update had
+    cleared never derived again); ``cortex-pg worker --prem`` runs it whole."""
     from typer.testing import CliRunner
 
     from cortex_pg.cli import app
-    from cortex_pg.store import jobs as queue
 
-    plain = ams.add_note("Paris is the capital of France", user_id="J")
-    prem = ams.add_note("Berlin is the capital of Germany", user_id="J")
+    nid = ams.add_note("Paris is the capital of France", user_id="J")
+    ams.worker.stop()  # the job of the update below stays queued, as after a shutdown
+    ams.enable_background_processing = True
+    ams.update(nid, user_id="J", content="Berlin is the capital of Germany")
+    assert (ams.read(nid, user_id="J").tags, ams.read(nid, user_id="J").category) == ([], None)
 
-    def cleared_and_queued(nid: str) -> None:  # as a text update leaves a note
-        with ams.store.engine.begin() as conn:
-            conn.execute(
-                text("UPDATE cortex.notes SET tags = '{}', category = NULL WHERE id = CAST(:id AS uuid)"),
+    def job_status() -> str:
+        with ams.store.engine.connect() as conn:
+            return conn.execute(
+                text(
+                    "SELECT kind, status FROM cortex.evolution_jobs WHERE note_id = CAST(:id AS uuid) "
+                    "ORDER BY id DESC LIMIT 1"
+                ),
                 {"id": nid},
-            )
-            queue.enqueue(conn, ["J"], [nid])
+            ).one()
 
+    assert tuple(job_status()) == ("prem", "queued")
     runner = CliRunner()
     worker = ["--database-url", db_url, "--embedder", "hashing", "worker", "--exit-when-idle"]
-    cleared_and_queued(plain)
     r = runner.invoke(app, worker)
-    assert r.exit_code == 0 and "done=1" in r.output, r.output
-    assert ams.read(plain, user_id="J").tags == []
-    cleared_and_queued(prem)
+    assert r.exit_code == 0 and "done=0" in r.output, r.output
+    assert tuple(job_status()) == ("prem", "queued")
     r = runner.invoke(app, [*worker, "--prem"])
     assert r.exit_code == 0 and "done=1" in r.output, r.output
-    note = ams.read(prem, user_id="J")
+    note = ams.read(nid, user_id="J")
     assert "germany" in note.tags and note.category.startswith("germany")
+    assert "paris" not in note.tags and tuple(job_status()) == ("prem", "done")
+
+
+def test_updates_of_a_note_only_in_stm_and_of_a_note_deleted_meanwhile(ams, monkeypatch):
+    """A note only in short-term memory (its LTM copy cleared) takes a new text and its keywords
+    (it raised NoResultFound; with no long-term row it has no history to tell derived tags from
+    given ones, and no processing job); an update of a note another caller deleted after its
+    read returns False, as for a missing note (it raised NotFoundError)."""
+    from cortex_pg.compat import prem
+    from cortex_pg.store import jobs as queue
+
+    nid = ams.add_note("Paris is the capital of France", user_id="S", session_id="s")
+    ams.clear_ltm(user_id="S")
+    assert ams.update(nid, user_id="S", content="Kubernetes autoscaling reacts to CPU load") is True
+    note = ams.read(nid, user_id="S")  # its keywords are the new text's; no job (no LTM row)
+    assert note.content == "Kubernetes autoscaling reacts to CPU load" and note.memory_tier == "stm"
+    assert "kubernetes" in note.keywords and not any("paris" in k.lower() for k in note.keywords)
+    with ams.store.engine.connect() as conn:
+        assert queue.counts(conn, user_id="S")["failed"] == 0
+
+    gone = ams.add_note("Lisbon has yellow trams", user_id="S")
+    metadata = prem.v.metadata
+
+    def racing(value):  # called by the update after its read, before its write
+        if ams.store.get(gone, user_id="S") is not None and not getattr(racing, "done", False):
+            racing.done = True
+            ams.delete(gone, user_id="S")
+        return metadata(value)
+
+    monkeypatch.setattr(prem.v, "metadata", racing)
+    assert ams.update(gone, user_id="S", content="Oslo has long winters") is False
 
 
 def test_a_text_update_with_keywords_still_derives_tags_again(ams):

@@ -14,6 +14,7 @@ import threading
 
 import typer
 
+from cortex_pg.cli.common import handle_errors
 from cortex_pg.errors import translate_db_errors
 
 
@@ -40,6 +41,7 @@ def register(app: typer.Typer) -> None:
     """Add the ``worker`` and ``jobs`` commands to ``app``."""
 
     @app.command("worker")
+    @handle_errors
     def worker(
         ctx: typer.Context,
         concurrency: int = typer.Option(1, "--concurrency", "-c", min=1, help="worker threads"),
@@ -88,6 +90,7 @@ def register(app: typer.Typer) -> None:
         )
 
     @app.command("jobs")
+    @handle_errors
     def jobs(
         ctx: typer.Context,
         retry_failed: bool = typer.Option(False, "--retry-failed", help="queue failed jobs again"),
@@ -98,9 +101,11 @@ def register(app: typer.Typer) -> None:
         running jobs will run again (their note changed while they ran)."""
         from cortex_pg.db.engine import create_engine_for, resolve_url
         from cortex_pg.store import jobs as queue
+        from cortex_pg.store.memory_store import ensure_schema
 
         engine = create_engine_for(resolve_url(None, settings=_settings(ctx, database_url, None)))
         try:
+            ensure_schema(engine, auto_migrate=False)  # (a report does not migrate: it says to)
             with translate_db_errors(), engine.begin() as conn:
                 if retry_failed:
                     n = queue.retry_failed(conn, user_id=user_id)

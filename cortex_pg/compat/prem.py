@@ -11,8 +11,8 @@ Processing of a note:
         LTM when ``add_note`` returns.
     deep (a durable job in ``cortex.evolution_jobs``, queued in the insert's transaction; run
         before ``add_note`` returns, or by the worker thread of an ``AgenticMemorySystem`` with
-        background processing, or by ``cortex-pg worker --prem``; a plain ``cortex-pg worker``
-        runs only its evolution part, not the analysis): when keywords were not given or the
+        background processing, or by ``cortex-pg worker --prem``; its kind, ``prem``, keeps a
+        plain ``cortex-pg worker`` from taking it): when keywords were not given or the
         context is "General",
         one analysis (LLM with a JSON schema when configured, else YAKE keywords and tags
         offline) fills only the fields the caller left empty; then evolution (links, neighbour
@@ -278,7 +278,7 @@ class AgenticMemorySystem:
         (fills the keywords, tags, category and context a caller left empty; LLM when
         configured) and then evolution, on every job it takes. For a process that only runs
         workers over a database this API writes (``cortex-pg worker --prem``); a plain
-        :class:`~cortex_pg.evolution.worker.Worker` runs the evolution part alone.
+        :class:`~cortex_pg.evolution.worker.Worker` does not take this API's jobs (kind ``prem``).
 
         Args:
             concurrency: worker threads, >= 1.
@@ -294,6 +294,7 @@ class AgenticMemorySystem:
             concurrency=concurrency,
             lock_timeout=lock_timeout,
             poll_interval=poll_interval,
+            kinds=(*queue.NOTE_KINDS, queue.COLLECTION_KIND),
         )
 
     def _decider(self):  # noqa: ANN202
@@ -363,7 +364,7 @@ class AgenticMemorySystem:
             metadata=metadata,
             importance=fields.get("importance", 0.5),
             id=fields.get("id"),
-            enqueue_evolution=True,
+            enqueue_evolution=queue.PREM_KIND,  # its worker runs the analysis first
             links=links or None,  # written in the note's transaction: bad links refuse the whole note
         )
         yield Blocking(self._schedule, (nid, v.scope_id(user_id, "user_id")))
@@ -392,7 +393,7 @@ class AgenticMemorySystem:
         self.worker.process_available(kinds=[queue.COLLECTION_KIND], user_id=user_id)
 
     def _preprocess_job(self, job: queue.Job) -> None:
-        if job.kind == queue.DEFAULT_KIND and job.note_id is not None:
+        if job.kind in queue.NOTE_KINDS and job.note_id is not None:
             self._process_ltm(str(job.note_id))
 
     def _process_ltm(self, note_id: str) -> None:
@@ -525,24 +526,27 @@ class AgenticMemorySystem:
                 keywords = light_keywords(v.content(fields["content"]))
                 conn.execute(text(SET_KEYWORDS), {**params, "keywords": keywords})
             clearing = [name for name in DERIVED_FIELDS if name not in fields] if late else clear
-            if (
-                clearing
-            ):  # (the history as it is under the lock: a caller's update committed meanwhile counts)
-                history = conn.execute(text(HISTORY_NOW), params).scalar_one()
-                for name in derived_fields(history):
-                    if name in clearing:
-                        conn.execute(text(CLEAR_DERIVED[name]), {**params, "blank": DERIVED_FIELDS[name]})
-            processed[0] = reprocess or late
+            # the history as it is under the lock (a caller's update committed meanwhile counts);
+            # none for a note only in short-term memory, which processing does not analyse (its
+            # job needs the long-term row): nothing of it was derived, nothing is queued
+            ltm = conn.execute(text(HISTORY_NOW), params).first()
+            for name in derived_fields(ltm.evolution_history) if ltm is not None and clearing else []:
+                if name in clearing:
+                    conn.execute(text(CLEAR_DERIVED[name]), {**params, "blank": DERIVED_FIELDS[name]})
+            processed[0] = (reprocess or late) and ltm is not None
             if processed[0]:
-                queue.enqueue(conn, [current.user_id], [_uuid.UUID(current.id)])
+                queue.enqueue(conn, [current.user_id], [_uuid.UUID(current.id)], kind=queue.PREM_KIND)
 
         if fields:
-            self.store.update(
-                memory_id,
-                user_id=current.user_id,
-                in_same_transaction=also if "content" in fields or given else None,
-                **fields,
-            )
+            try:
+                self.store.update(
+                    memory_id,
+                    user_id=current.user_id,
+                    in_same_transaction=also if "content" in fields or given else None,
+                    **fields,
+                )
+            except NotFoundError:  # deleted since it was read
+                return False
         if processed[0]:
             self._schedule(current.id, current.user_id)
         return True

@@ -101,6 +101,9 @@ class Worker:
             deep analysis (it commits its own changes; it must be idempotent, since a job can
             be retried; raising fails the attempt).
         name: worker id prefix stored in ``locked_by`` (default ``host:pid:random``).
+        kinds: the kinds of job it takes (default ``evolve`` and ``collection``; a ``prem``
+            job needs the Prem Cortex analysis as its ``preprocess``, see
+            ``AgenticMemorySystem.job_worker``).
     """
 
     def __init__(
@@ -119,9 +122,11 @@ class Worker:
         preprocess: Callable[[queue.Job], None] | None = None,
         name: str | None = None,
         describer: Describer | None = None,
+        kinds: Sequence[str] = (queue.DEFAULT_KIND, queue.COLLECTION_KIND),
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
+        self.kinds = tuple(kinds)
         self.store = store
         self.decider = decider or heuristic_decider()
         self.concurrency = concurrency
@@ -150,8 +155,8 @@ class Worker:
         kinds: Sequence[str] | None = None,
         user_id: str | None = None,
     ) -> bool:
-        """Take and run one ready job (of these notes / kinds / user when given) in the calling
-        thread; False when none was ready."""
+        """Take and run one ready job (of these notes / kinds / user when given; only kinds this
+        worker takes) in the calling thread; False when none was ready."""
         wid = worker_id or f"{self.name}/main"
         with translate_db_errors(), self.store.engine.begin() as conn:
             jobs = queue.take(
@@ -160,7 +165,7 @@ class Worker:
                 limit=1,
                 lock_timeout=self.lock_timeout,
                 note_ids=note_ids,
-                kinds=kinds,
+                kinds=self.kinds if kinds is None else [k for k in kinds if k in self.kinds],
                 user_id=user_id,
             )
         if not jobs:
@@ -193,7 +198,7 @@ class Worker:
         Raises:
             LeaseLost: another worker took the job over after the lock timeout.
         """
-        if job.kind != queue.DEFAULT_KIND or job.note_id is None or getattr(self.decider, "instant", False):
+        if job.kind not in queue.NOTE_KINDS or job.note_id is None or getattr(self.decider, "instant", False):
             call_retrying(self._commit, job, None, False)  # one transaction: read, decide, write
             return
         for _ in range(STALE_DECISIONS):
@@ -243,7 +248,7 @@ class Worker:
             return refresh_collection(
                 conn, job.user_id, job.collection_path, self.store.embedder.name, self.describer
             )
-        if job.kind != queue.DEFAULT_KIND or job.note_id is None:
+        if job.kind not in queue.NOTE_KINDS or job.note_id is None:
             raise ValueError(f"unknown job kind {job.kind!r}")
         return evolve_note(
             conn,

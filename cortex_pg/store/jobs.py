@@ -28,6 +28,12 @@ from sqlalchemy import Connection, text
 
 CHANNEL = "cortex_evolution"
 DEFAULT_KIND = "evolve"
+#: a note of the Prem Cortex API: its analysis (AgenticMemorySystem), then its evolution; taken
+#: only by a worker that runs that analysis (``AgenticMemorySystem.job_worker``,
+#: ``cortex-pg worker --prem``), so that a plain worker never ends one without it
+PREM_KIND = "prem"
+#: the kinds of job that evolve a note
+NOTE_KINDS = (DEFAULT_KIND, PREM_KIND)
 COLLECTION_KIND = "collection"  # create or refresh the collection at ``collection_path`` (no note)
 DEFAULT_MAX_ATTEMPTS = 5
 

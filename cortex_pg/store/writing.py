@@ -89,7 +89,7 @@ class NoteWriter:
         memory_type: str = "note",
         to_stm: bool = True,
         id: str | uuid.UUID | None = None,
-        enqueue_evolution: bool | None = None,
+        enqueue_evolution: bool | str | None = None,
         to_ltm: bool = True,
         stm_capacity: int | None = None,
         links: Mapping[Any, Any] | None = None,
@@ -107,7 +107,9 @@ class NoteWriter:
             to_stm: also write the note to short-term memory (LRU capacity per user and session).
             id: the note's id (a UUID), e.g. when importing; default a new random UUID.
             enqueue_evolution: queue an evolution job for a new note in the same transaction
-                (None: the store's ``enqueue_evolution``).
+                (None: the store's ``enqueue_evolution``); a job kind instead of True queues a
+                job of that kind (``"prem"``: the Prem Cortex facade's, whose worker runs its
+                analysis first; see :mod:`cortex_pg.store.jobs`).
             to_ltm: write the note to long-term memory. ``to_ltm=False, to_stm=True`` stores it
                 in STM only (the calute ``ShortTermMemory``): no LTM row, no evolution job; it
                 takes the id of an LTM note of the same scope and content when there is one.
@@ -370,7 +372,7 @@ class NoteWriter:
         to_stm: bool,
         batch_size: int = 256,
         progress: Callable[[int], None] | None = None,
-        enqueue: bool | None = None,
+        enqueue: bool | str | None = None,
         stm_capacity: int | None = None,
         links: Mapping[Any, Any] | None = None,
         in_same_transaction: Callable[[Connection], Any] | None = None,
@@ -380,6 +382,14 @@ class NoteWriter:
         work, last (see :meth:`add`)."""
         batch_size = validation.limit(batch_size, "batch_size")
         enqueue = self.enqueue_evolution if enqueue is None else enqueue
+        if isinstance(enqueue, str):
+            from cortex_pg.store import jobs as queue
+
+            if enqueue not in queue.NOTE_KINDS:
+                raise ValidationError(
+                    "enqueue_evolution",
+                    f"must be a bool or one of {', '.join(queue.NOTE_KINDS)}, got {enqueue!r}",
+                )
         capacity = (
             self.stm_capacity if stm_capacity is None else validation.limit(stm_capacity, "stm_capacity")
         )
@@ -465,7 +475,7 @@ class NoteWriter:
         self,
         batch: list[validation.NewNote],
         to_stm: bool,
-        enqueue: bool = False,
+        enqueue: bool | str = False,
         stm_capacity: int | None = None,
         stm_written: dict[tuple[str, str], list[str]] | None = None,
     ) -> Plan[list[str]]:
@@ -525,9 +535,10 @@ class NoteWriter:
         if enqueue and rows:
             from cortex_pg.store import jobs as queue
 
+            kind = enqueue if isinstance(enqueue, str) else queue.DEFAULT_KIND
             yield WithConnection(
                 lambda conn: queue.enqueue(
-                    conn, [r["user_id"] for r in rows], [uuid.UUID(r["id"]) for r in rows]
+                    conn, [r["user_id"] for r in rows], [uuid.UUID(r["id"]) for r in rows], kind=kind
                 )
             )
         if self.extract_entities and rows:
