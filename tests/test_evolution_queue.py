@@ -43,7 +43,14 @@ def test_enqueue_in_the_insert_transaction(store):
         tx.rollback()
     assert len(_jobs(store)) == 4
     with store.engine.begin() as conn:
-        assert jobq.counts(conn) == {"queued": 4, "running": 0, "done": 0, "failed": 0, "run_again": 0}
+        assert jobq.counts(conn) == {
+            "queued": 4,
+            "running": 0,
+            "done": 0,
+            "failed": 0,
+            "run_again": 0,
+            "prem_queued": 0,
+        }
 
 
 def _view(cos: float) -> NoteView:
@@ -274,3 +281,28 @@ def test_jobs_on_a_schema_behind_says_to_upgrade(db_url):
     finally:
         migrate.upgrade(engine)
         engine.dispose()
+
+
+def test_bad_job_kinds_are_refused(store, db_url):
+    """enqueue_evolution is a bool or a note job's kind; a worker's kinds are a sequence, and
+    one that takes ``prem`` jobs needs the Prem analysis as its preprocess."""
+    from cortex_pg.embeddings import HashingEmbedder
+    from cortex_pg.errors import ValidationError
+    from cortex_pg.store import MemoryStore
+
+    for bad in (2, 1.5, [1], "bogus", "collection", "PREM"):
+        with pytest.raises(ValidationError) as err:
+            store.add("a note", user_id="k", enqueue_evolution=bad)
+        assert err.value.field == "enqueue_evolution"
+    with pytest.raises(ValidationError) as err:
+        MemoryStore.open(db_url, embedder=HashingEmbedder(), auto_migrate=False, enqueue_evolution="bogus")
+    assert err.value.field == "enqueue_evolution"
+    assert store.count(user_id="k") == 0
+    store.add("a note", user_id="k", enqueue_evolution="prem")
+    with store.engine.connect() as conn:
+        assert jobq.counts(conn, user_id="k")["prem_queued"] == 1
+    with pytest.raises(ValueError, match="sequence"):
+        Worker(store, kinds="prem")
+    with pytest.raises(ValueError, match="preprocess"):
+        Worker(store, kinds=["prem"])
+    assert Worker(store, listen=False).run_one() is False  # a plain worker leaves the prem job

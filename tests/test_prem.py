@@ -698,6 +698,8 @@ def test_a_plain_worker_leaves_prem_jobs_to_a_worker_that_runs_the_analysis(ams,
     r = runner.invoke(app, worker)
     assert r.exit_code == 0 and "done=0" in r.output, r.output
     assert tuple(job_status()) == ("prem", "queued")
+    shown = runner.invoke(app, ["--database-url", db_url, "jobs"])
+    assert "1 of the queued jobs are Prem Cortex notes'" in shown.output and "--prem" in shown.output
     r = runner.invoke(app, [*worker, "--prem"])
     assert r.exit_code == 0 and "done=1" in r.output, r.output
     note = ams.read(nid, user_id="J")
@@ -733,6 +735,22 @@ def test_updates_of_a_note_only_in_stm_and_of_a_note_deleted_meanwhile(ams, monk
 
     monkeypatch.setattr(prem.v, "metadata", racing)
     assert ams.update(gone, user_id="S", content="Oslo has long winters") is False
+
+
+def test_a_prem_worker_runs_a_plain_stores_evolve_jobs_without_the_analysis(ams):
+    """In a database shared with a plain store, the Prem worker takes ``evolve`` jobs too, and
+    runs their evolution alone: a plain note gets no derived tags or category."""
+    from cortex_pg.store import MemoryStore
+
+    plain = MemoryStore.open(ams.store.engine.url.render_as_string(False), embedder=HashingEmbedder(),
+                             enqueue_evolution=True)  # fmt: skip
+    try:
+        nid = plain.add("The quarterly budget review meeting moved to Thursday afternoon", user_id="plain")
+        assert ams.worker.process_available() == 1
+        note = plain.get(nid, user_id="plain")
+        assert (note.tags, note.category, note.evolution_history) == ([], None, [])
+    finally:
+        plain.close()
 
 
 def test_a_text_update_with_keywords_still_derives_tags_again(ams):

@@ -92,7 +92,9 @@ def handle_errors(fn: Callable[..., Any] | None = None, *, flags: Mapping[str, s
             try:
                 return func(*args, **kwargs)
             except CortexPGError as exc:
-                err_console.print(f"[red]error:[/red] {flag_message(exc, flags)}", highlight=False)
+                err_console.print(
+                    f"[red]error:[/red] {flag_message(exc, flags)}", highlight=False, soft_wrap=True
+                )
                 raise typer.Exit(2) from None
 
         return wrapper

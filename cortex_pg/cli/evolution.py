@@ -120,6 +120,11 @@ def register(app: typer.Typer) -> None:
                 else ""
             )
             typer.echo(f"{status:8} {counts.get(status, 0)}{again}")
+        if counts["prem_queued"]:
+            typer.echo(
+                f"({counts['prem_queued']} of the queued jobs are Prem Cortex notes': an AgenticMemorySystem's "
+                "worker or `cortex-pg worker --prem` runs them, a plain worker does not)"
+            )
 
 
 def main() -> None:

@@ -393,7 +393,9 @@ class AgenticMemorySystem:
         self.worker.process_available(kinds=[queue.COLLECTION_KIND], user_id=user_id)
 
     def _preprocess_job(self, job: queue.Job) -> None:
-        if job.kind in queue.NOTE_KINDS and job.note_id is not None:
+        # (an ``evolve`` job is a plain store's note, or a note of this API queued before its
+        # jobs had their own kind: evolution alone)
+        if job.kind == queue.PREM_KIND and job.note_id is not None:
             self._process_ltm(str(job.note_id))
 
     def _process_ltm(self, note_id: str) -> None:
@@ -417,7 +419,8 @@ class AgenticMemorySystem:
             note = self.store.get(note_id)
         except NotFoundError:
             return
-        if note.merged_into is not None:  # merged away (its job ran again after the merge)
+        if note.merged_into is not None or note.memory_tier != "ltm":  # merged away (its job ran
+            # again after the merge), or only in short-term memory now (its long-term row cleared)
             return
         auto_keywords = not note.keywords or note.keywords == light_keywords(note.content)
         general = note.context in (None, "", DEFAULT_CONTEXT)
@@ -451,7 +454,10 @@ class AgenticMemorySystem:
 
             def mark(conn: Connection) -> None:
                 params = {"user_id": note.user_id, "id": note.id}
-                now, before = conn.execute(text(CONTENT_AND_REPLACED), params).one()
+                row = conn.execute(text(CONTENT_AND_REPLACED), params).first()
+                if row is None:  # its long-term row went meanwhile: read again (and stop)
+                    raise _ChangedMeanwhile
+                now, before = row
                 before = before or {}  # (the values this update replaced, as they were at its lock)
                 if now != read["content"] or any(before[k] != read[k] for k in read if k in before):
                     raise _ChangedMeanwhile
@@ -474,7 +480,8 @@ class AgenticMemorySystem:
 
         Raises:
             ImmutableFieldError: session_id differs from the stored one.
-            ValidationError: a bad value.
+            ValidationError: a bad value. MergedNoteError (a ValidationError): the note was
+                merged into another one by evolution (update that one).
         """
         kwargs = dict(kwargs)
         owner = kwargs.pop("user_id", None)

@@ -126,6 +126,13 @@ class Worker:
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
+        if isinstance(kinds, str) or not all(isinstance(k, str) for k in kinds):
+            raise ValueError(f"kinds must be a sequence of job kinds, got {kinds!r}")
+        if queue.PREM_KIND in kinds and preprocess is None:
+            raise ValueError(
+                "a worker of prem jobs needs the Prem Cortex analysis as its preprocess "
+                "(AgenticMemorySystem.job_worker)"
+            )
         self.kinds = tuple(kinds)
         self.store = store
         self.decider = decider or heuristic_decider()

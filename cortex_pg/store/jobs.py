@@ -148,6 +148,9 @@ GROUP BY s.status
 UNION ALL
 SELECT 'run_again', count(*) FROM cortex.evolution_jobs j
 WHERE j.status = 'running' AND j.run_again AND (CAST(:user_id AS text) IS NULL OR j.user_id = :user_id)
+UNION ALL
+SELECT 'prem_queued', count(*) FROM cortex.evolution_jobs j
+WHERE j.status = 'queued' AND j.kind = 'prem' AND (CAST(:user_id AS text) IS NULL OR j.user_id = :user_id)
 """
 
 
@@ -342,5 +345,6 @@ def retry_failed(conn: Connection, *, user_id: str | None = None) -> int:
 def counts(conn: Connection, *, user_id: str | None = None) -> dict[str, int]:
     """Jobs per status (``queued``, ``running``, ``done``, ``failed``; zeros included), and
     ``run_again``: how many of the running jobs were asked for again while they run (each goes
-    back to the queue when its run ends)."""
+    back to the queue when its run ends), and ``prem_queued``: how many queued jobs are of kind
+    ``prem`` (a worker that runs the Prem Cortex analysis takes them)."""
     return {r.status: int(r.n) for r in conn.execute(text(COUNTS), {"user_id": user_id})}

@@ -59,7 +59,8 @@ class MemoryStore(NoteWriter, NoteReader, NoteSearch, STMLossReader):
         embedder: the :class:`~cortex_pg.embeddings.Embedder` for notes and queries.
         stm_capacity: notes kept in STM per (user_id, session_id), LRU-evicted.
         enqueue_evolution: queue an evolution job (``cortex.evolution_jobs``) for every new LTM
-            note, in the insert's transaction (default of :meth:`add` / :meth:`add_many`).
+            note, in the insert's transaction (default of :meth:`add` / :meth:`add_many`): a
+            bool, or the job's kind (``evolve`` or ``prem``, see :mod:`cortex_pg.store.jobs`).
         extract_entities: record every new note's entities and relations (offline heuristics,
             ``cortex_pg.entities.extract``) in the insert's transaction, for the entity signal
             of :meth:`search`.
@@ -77,7 +78,7 @@ class MemoryStore(NoteWriter, NoteReader, NoteSearch, STMLossReader):
         embedder: Embedder,
         *,
         stm_capacity: int = 20,
-        enqueue_evolution: bool = False,
+        enqueue_evolution: bool | str = False,
         extract_entities: bool = False,
         query_cache_size: int = 256,
         context_embeddings: bool = True,
@@ -93,7 +94,7 @@ class MemoryStore(NoteWriter, NoteReader, NoteSearch, STMLossReader):
             raise ValidationError("query_cache_size", f"must be an integer >= 0, got {query_cache_size!r}")
         self.query_cache = QueryVectorCache(query_cache_size)
         self.context_embeddings = bool(context_embeddings)
-        self.enqueue_evolution = enqueue_evolution
+        self.enqueue_evolution = validation.evolution_job(enqueue_evolution)
         self.extract_entities = extract_entities
         self.isolation = "none"
         # how close() gives the engine back: dispose it, or release it when open() shares it

@@ -220,6 +220,20 @@ def memory_type(value: object, field: str = "memory_type") -> str:
     return value.strip()
 
 
+def evolution_job(value: Any, field: str = "enqueue_evolution") -> bool | str:
+    """Whether (and of which kind) a new note's evolution job is queued: a bool, or the kind of
+    job (``evolve``, the same as True; ``prem``, the Prem Cortex API's: its analysis first).
+
+    Raises:
+        ValidationError: anything else.
+    """
+    from cortex_pg.store.jobs import NOTE_KINDS
+
+    if isinstance(value, bool) or (isinstance(value, str) and value in NOTE_KINDS):
+        return value
+    raise ValidationError(field, f"must be True, False or one of {', '.join(NOTE_KINDS)}, got {value!r}")
+
+
 def connection_callback(value: object, field: str = "in_same_transaction") -> Callable[..., Any] | None:
     """A function called with a connection inside a transaction: None, or a plain (not async)
     callable, returned wrapped so that handing back an awaitable raises (rolling the write

@@ -179,7 +179,7 @@ class NoteWriter:
         to_stm: bool = True,
         batch_size: int = 256,
         progress: Callable[[int], None] | None = None,
-        enqueue_evolution: bool | None = None,
+        enqueue_evolution: bool | str | None = None,
         bulk: bool = False,
     ) -> Plan[list[str]]:
         """Store many notes: one embedding batch and one multi-row insert per ``batch_size`` notes.
@@ -192,7 +192,7 @@ class NoteWriter:
             batch_size: notes per round trip.
             progress: called with the number of notes finished after each batch.
             enqueue_evolution: queue one evolution job per new note in the same transaction
-                (None: the store's ``enqueue_evolution``).
+                (None: the store's ``enqueue_evolution``); a job kind as in :meth:`add`.
             bulk: an import: one transaction per ``batch_size`` notes instead of one for the
                 call (a failure keeps the batches committed before it), and, when the store
                 holds no embedding of the model yet, the model's HNSW index is dropped for the
@@ -381,15 +381,7 @@ class NoteWriter:
         outgoing links are written in the same transaction, and so is ``in_same_transaction``'s
         work, last (see :meth:`add`)."""
         batch_size = validation.limit(batch_size, "batch_size")
-        enqueue = self.enqueue_evolution if enqueue is None else enqueue
-        if isinstance(enqueue, str):
-            from cortex_pg.store import jobs as queue
-
-            if enqueue not in queue.NOTE_KINDS:
-                raise ValidationError(
-                    "enqueue_evolution",
-                    f"must be a bool or one of {', '.join(queue.NOTE_KINDS)}, got {enqueue!r}",
-                )
+        enqueue = validation.evolution_job(self.enqueue_evolution if enqueue is None else enqueue)
         capacity = (
             self.stm_capacity if stm_capacity is None else validation.limit(stm_capacity, "stm_capacity")
         )
