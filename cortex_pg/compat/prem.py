@@ -274,9 +274,10 @@ class AgenticMemorySystem:
     def job_worker(
         self, *, concurrency: int = 1, lock_timeout: float = 300.0, poll_interval: float = 2.0
     ) -> Worker:
-        """A worker of the job queue that processes notes as this system does: the analysis
-        (fills the keywords, tags, category and context a caller left empty; LLM when
-        configured) and then evolution, on every job it takes. For a process that only runs
+        """A worker of the job queue that processes notes as this system does: for a job of
+        kind ``prem`` (this API's notes), the analysis (fills the keywords, tags, category and
+        context a caller left empty; LLM when configured) and then evolution; for an ``evolve``
+        job (a plain store's note), evolution alone; and ``collection`` jobs. For a process that only runs
         workers over a database this API writes (``cortex-pg worker --prem``); a plain
         :class:`~cortex_pg.evolution.worker.Worker` does not take this API's jobs (kind ``prem``).
 
