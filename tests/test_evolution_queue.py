@@ -294,15 +294,24 @@ def test_bad_job_kinds_are_refused(store, db_url):
         with pytest.raises(ValidationError) as err:
             store.add("a note", user_id="k", enqueue_evolution=bad)
         assert err.value.field == "enqueue_evolution"
-    with pytest.raises(ValidationError) as err:
-        MemoryStore.open(db_url, embedder=HashingEmbedder(), auto_migrate=False, enqueue_evolution="bogus")
-    assert err.value.field == "enqueue_evolution"
+    for call in (
+        lambda: MemoryStore.open(
+            db_url, embedder=HashingEmbedder(), auto_migrate=False, enqueue_evolution="bogus"
+        ),
+        lambda: store.add("an STM note", user_id="k", to_ltm=False, enqueue_evolution="bogus"),
+        lambda: store.add_many([], enqueue_evolution="bogus", bulk=True),
+    ):
+        with pytest.raises(ValidationError) as err:
+            call()
+        assert err.value.field == "enqueue_evolution"
     assert store.count(user_id="k") == 0
     store.add("a note", user_id="k", enqueue_evolution="prem")
     with store.engine.connect() as conn:
         assert jobq.counts(conn, user_id="k")["prem_queued"] == 1
-    with pytest.raises(ValueError, match="sequence"):
-        Worker(store, kinds="prem")
+    for bad in ("prem", None, ("evolv",)):
+        with pytest.raises(ValueError, match="sequence"):
+            Worker(store, kinds=bad)
+    assert Worker(store, kinds=(k for k in ("evolve",))).kinds == ("evolve",)
     with pytest.raises(ValueError, match="preprocess"):
         Worker(store, kinds=["prem"])
     assert Worker(store, listen=False).run_one() is False  # a plain worker leaves the prem job

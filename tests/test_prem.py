@@ -753,6 +753,45 @@ def test_a_prem_worker_runs_a_plain_stores_evolve_jobs_without_the_analysis(ams)
         plain.close()
 
 
+def test_processing_of_a_note_whose_long_term_row_goes_meanwhile_ends_quietly(ams, monkeypatch, caplog):
+    """clear_ltm while the note's analysis runs: the job ends (its note's long-term row is
+    gone), nothing is written to the short-term copy, and no error is logged."""
+    analyze = ams.analyzer.analyze
+
+    def racing(content, **kw):
+        result = analyze(content, **kw)
+        ams.clear_ltm(user_id="G")  # between the analysis and its write
+        return result
+
+    monkeypatch.setattr(ams.analyzer, "analyze", racing)
+    with caplog.at_level("WARNING"):
+        nid = ams.add_note("Paris is the capital of France", user_id="G", session_id="s")
+    note = ams.read(nid, user_id="G")
+    assert note.memory_tier == "stm" and note.tags == [] and note.category is None
+    assert not [r for r in caplog.records if "failed" in r.getMessage()]
+    with ams.store.engine.connect() as conn:
+        assert (
+            conn.execute(text("SELECT count(*) FROM cortex.evolution_jobs WHERE user_id = 'G'")).scalar() == 0
+        )
+
+
+def test_cli_errors_are_one_line_and_printed_as_given(db_url):
+    """A cortex-pg error prints as one ``error:`` line however narrow the terminal, and the
+    caller's input in it is not read as markup."""
+    from typer.testing import CliRunner
+
+    from cortex_pg.cli import app
+
+    r = CliRunner().invoke(
+        app,
+        ["--database-url", db_url, "--embedder", "[bold]x", "worker", "--exit-when-idle"],
+        env={"COLUMNS": "40"},
+    )
+    assert r.exit_code == 2, r.output
+    lines = [line for line in r.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and "[bold]x" in lines[0], r.output
+
+
 def test_a_text_update_with_keywords_still_derives_tags_again(ams):
     nid = ams.add_note("Berlin is the capital of Germany", user_id="K")
     assert "germany" in ams.read(nid, user_id="K").tags

@@ -11,6 +11,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from cortex_pg.config import Settings
@@ -92,9 +93,9 @@ def handle_errors(fn: Callable[..., Any] | None = None, *, flags: Mapping[str, s
             try:
                 return func(*args, **kwargs)
             except CortexPGError as exc:
-                err_console.print(
-                    f"[red]error:[/red] {flag_message(exc, flags)}", highlight=False, soft_wrap=True
-                )
+                # (one line, printed as it is: a caller's input in it is not markup)
+                message = " ".join(flag_message(exc, flags).split())
+                err_console.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
                 raise typer.Exit(2) from None
 
         return wrapper

@@ -36,7 +36,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -126,8 +126,12 @@ class Worker:
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
-        if isinstance(kinds, str) or not all(isinstance(k, str) for k in kinds):
-            raise ValueError(f"kinds must be a sequence of job kinds, got {kinds!r}")
+        known = (*queue.NOTE_KINDS, queue.COLLECTION_KIND)
+        if isinstance(kinds, str) or not isinstance(kinds, Iterable):
+            raise ValueError(f"kinds must be a sequence of job kinds ({', '.join(known)}), got {kinds!r}")
+        kinds = tuple(kinds)
+        if not all(k in known for k in kinds):
+            raise ValueError(f"kinds must be a sequence of job kinds ({', '.join(known)}), got {kinds!r}")
         if queue.PREM_KIND in kinds and preprocess is None:
             raise ValueError(
                 "a worker of prem jobs needs the Prem Cortex analysis as its preprocess "

@@ -111,7 +111,7 @@ class MemoryStore(NoteWriter, NoteReader, NoteSearch, STMLossReader):
         auto_migrate: bool | None = None,
         stm_capacity: int | None = None,
         settings: Settings | None = None,
-        enqueue_evolution: bool = False,
+        enqueue_evolution: bool | str = False,
         extract_entities: bool = False,
         isolation: str = "none",
         app_role: str = "cortex_app",
@@ -161,6 +161,7 @@ class MemoryStore(NoteWriter, NoteReader, NoteSearch, STMLossReader):
         external = bool(url or settings.database_url)
         if isolation not in ("none", "rls"):
             raise ValidationError("isolation", f"must be 'none' or 'rls', got {isolation!r}")
+        validation.evolution_job(enqueue_evolution)  # (before any server starts)
         resolved = resolve_url(url, path=path, settings=settings)
         # stores on one URL share one engine (one pool) per process; an RLS store installs
         # per-connection hooks (SET ROLE, the tenant per transaction), so it gets its own below

@@ -147,6 +147,8 @@ class NoteWriter:
             "id": id,
         }
         note = validation.new_note(item)
+        if enqueue_evolution is not None:
+            validation.evolution_job(enqueue_evolution)
         in_same_transaction = validation.connection_callback(in_same_transaction)
         if links is not None:
             from cortex_pg.store import links as note_links
@@ -210,6 +212,8 @@ class NoteWriter:
             ValidationError: an item is invalid; the field is named ``items[i].<field>`` and
                 nothing from the call is stored.
         """
+        if enqueue_evolution is not None:
+            validation.evolution_job(enqueue_evolution)
         notes = [
             validation.new_note(
                 item, default_user_id=user_id, default_session_id=session_id, prefix=f"items[{i}]."
