@@ -28,11 +28,12 @@ from cortex_pg.errors import (
 )
 from cortex_pg.store import links as note_links
 from cortex_pg.store import sql, traversal, validation
+from cortex_pg.store.changing import UPDATABLE_FIELDS, NoteChanger
 from cortex_pg.store.reading import NoteReader
 from cortex_pg.store.rows import note_from_row, result_from_row, vector_literal
 from cortex_pg.store.searching import NoteSearch, QueryVectorCache
 from cortex_pg.store.stm_loss import STMLossReader, check_on_open
-from cortex_pg.store.writing import UPDATABLE_FIELDS, NoteWriter
+from cortex_pg.store.writing import NoteWriter
 
 # re-exported for the facades and the evolution worker
 __all__ = [
@@ -47,7 +48,7 @@ __all__ = [
 ]
 
 
-class MemoryStore(NoteWriter, NoteReader, NoteSearch, STMLossReader):
+class MemoryStore(NoteWriter, NoteChanger, NoteReader, NoteSearch, STMLossReader):
     """Notes (LTM + STM), their embeddings and hybrid search, on one PostgreSQL database.
 
     Open with :meth:`open`; close with :meth:`close` (or use as a context manager).
