@@ -30,8 +30,8 @@ SQL_CALLS = {"text", "execute", "exec_driver_sql"}
 
 # (module, name): why an interpolated name is code, not input
 CODE_DERIVED = {
-    ("store/writing.py", "set_sql"): "assignments of column names from the fixed UPDATABLE_FIELDS",
-    ("store/writing.py", "table"): "loop over the literal tuple of the two note tables",
+    ("store/changing.py", "set_sql"): "assignments of column names from the fixed UPDATABLE_FIELDS",
+    ("store/changing.py", "table"): "loop over the literal pairs of tier and note table",
     ("store/writing.py", "quoted"): "index name read from cortex.embedding_models, quoted by the dialect",
     ("db/tenancy.py", "ident"): "psycopg.sql.Identifier of a role name checked to be alphanumeric",
     ("migrations/versions/0012_note_tsvector_prefix.py", "expr"): "one of two module constants",
