@@ -97,12 +97,14 @@ WITH ltm AS (
 )
 UPDATE cortex.stm_notes SET keywords = CAST(:keywords AS text[]) WHERE user_id = :user_id AND id = CAST(:id AS uuid)
 """
-# the note's text now, and the values the transaction's last change of it replaced (its history
-# row holds them as they were under its lock)
+# the note's text now, and the values this transaction's last change of it replaced (its history
+# row holds them as they were under its lock; none when it changed nothing, and a row of an
+# earlier transaction is not this one's, as in TEXT_REPLACED_HERE)
 CONTENT_AND_REPLACED = """
 SELECT n.content,
        (SELECT h.old FROM cortex.note_history h
-        WHERE h.user_id = n.user_id AND h.note_id = n.id ORDER BY h.id DESC LIMIT 1) AS replaced
+        WHERE h.user_id = n.user_id AND h.note_id = n.id AND h.xmin = pg_current_xact_id()::xid
+        ORDER BY h.id DESC LIMIT 1) AS replaced
 FROM cortex.notes n WHERE n.user_id = :user_id AND n.id = CAST(:id AS uuid)
 """
 

@@ -127,11 +127,10 @@ class Worker:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
         known = (*queue.NOTE_KINDS, queue.COLLECTION_KIND)
-        if isinstance(kinds, str) or not isinstance(kinds, Iterable):
-            raise ValueError(f"kinds must be a sequence of job kinds ({', '.join(known)}), got {kinds!r}")
-        kinds = tuple(kinds)
+        given = kinds  # (a string is one kind, not a sequence of them: refused, as anything not iterable)
+        kinds = tuple(kinds) if isinstance(kinds, Iterable) and not isinstance(kinds, str) else (None,)
         if not all(k in known for k in kinds):
-            raise ValueError(f"kinds must be a sequence of job kinds ({', '.join(known)}), got {kinds!r}")
+            raise ValueError(f"kinds must be a sequence of job kinds ({', '.join(known)}), got {given!r}")
         if queue.PREM_KIND in kinds and preprocess is None:
             raise ValueError(
                 "a worker of prem jobs needs the Prem Cortex analysis as its preprocess "

@@ -377,7 +377,8 @@ class NoteWriter:
         outgoing links are written in the same transaction, and so is ``in_same_transaction``'s
         work, last (see :meth:`add`)."""
         batch_size = validation.limit(batch_size, "batch_size")
-        enqueue = validation.evolution_job(self.enqueue_evolution if enqueue is None else enqueue)
+        # (checked where given: add and add_many check theirs, the store its default)
+        enqueue = self.enqueue_evolution if enqueue is None else enqueue
         capacity = (
             self.stm_capacity if stm_capacity is None else validation.limit(stm_capacity, "stm_capacity")
         )
