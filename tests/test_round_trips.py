@@ -4,28 +4,45 @@ pool checks a connection's socket instead of pinging the server before every use
 from __future__ import annotations
 
 import asyncio
+import tempfile
 
 import psycopg
 import pytest
-from sqlalchemy import text
+from psycopg import pq
+from sqlalchemy import Engine, text
 
+from cortex_pg import DatabaseUnavailableError, ValidationError
 from cortex_pg.db import engine as engines
 from cortex_pg.db import tenancy
-from cortex_pg.db.steps import Alone, arun, driver_sql, run
+from cortex_pg.db.steps import Alone, Query, Transaction, arun, driver_sql, run
 from cortex_pg.embeddings import HashingEmbedder
 from cortex_pg.store import MemoryStore
 from cortex_pg.store.async_store import AsyncMemoryStore
 from tests.conftest import _libpq
 
-# now() is the transaction's start: equal to the statement's start only when the statement is
-# its own transaction (autocommit); after a BEGIN sent on its own, the statement starts later
-OWN_TRANSACTION = (
-    "SELECT now() = statement_timestamp() AS alone, current_setting('cortex.user_id', true) AS tenant"
-)
+OWN_TRANSACTION = "SELECT CAST(:a AS int) AS a, current_setting('cortex.user_id', true) AS tenant"
 
 
 def _alone() -> object:
-    return (yield Alone(OWN_TRANSACTION, {}, "mapping_one"))
+    (row,) = yield Alone(OWN_TRANSACTION, {"a": 1})
+    return row
+
+
+def _traced(engine: Engine, plan: object) -> tuple[object, list[str]]:
+    """Run ``plan`` on ``engine`` (a pool of one connection) and return its result with the
+    messages the client sent the server (libpq's trace of the protocol)."""
+    with engine.connect() as conn:
+        pgconn = conn.connection.driver_connection.pgconn
+    with tempfile.TemporaryFile("w+") as trace:
+        pgconn.trace(trace.fileno())
+        pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
+        try:
+            result = run(engine, plan)
+        finally:
+            pgconn.untrace()
+        trace.seek(0)
+        sent = [line.split("\t", 3)[2:] for line in trace.read().splitlines() if line.startswith("F\t")]
+    return result, [" ".join(" ".join(m).split()) for m in sent]
 
 
 def test_driver_sql_names_parameters_the_drivers_way(db_url):
@@ -36,20 +53,25 @@ def test_driver_sql_names_parameters_the_drivers_way(db_url):
     engine = engines.create_engine_for(db_url)
 
     def plan(sql: str, params: dict) -> object:
-        return (yield Alone(sql, params, "scalar_one"))
+        return (yield Alone(sql, params))
 
     try:  # a literal % reaches the server as written, with parameters or without
-        assert run(engine, plan("SELECT '5%' || format('%s!', 'a')", {})) == "5%a!"
-        assert run(engine, plan("SELECT '5%' || format('%s!', CAST(:a AS text))", {"a": "x"})) == "5%x!"
+        assert run(engine, plan("SELECT '5%' || format('%s!', 'a') AS v", {})) == [{"v": "5%a!"}]
+        assert run(engine, plan("SELECT '5%' || format('%s!', CAST(:a AS text)) AS v", {"a": "x"})) == [
+            {"v": "5%x!"}
+        ]
     finally:
         engine.dispose()
 
 
 def test_a_statement_alone_is_its_own_transaction(db_url):
-    engine = engines.create_engine_for(db_url)
+    engine = engines.create_engine_for(db_url, pool_size=1)
     try:
-        row = run(engine, _alone())
-        assert row["alone"] is True
+        row, sent = _traced(engine, _alone())
+        assert row["a"] == 1
+        # one round trip: the statement and its Sync, no BEGIN or COMMIT around it
+        assert [m.split(" ")[0] for m in sent] == ["Parse", "Bind", "Describe", "Execute", "Sync"], sent
+        assert sent[0].startswith('Parse "" "SELECT CAST($1 AS int)'), sent
     finally:
         engine.dispose()
 
@@ -61,7 +83,7 @@ def test_a_statement_alone_keeps_the_tenant_of_rls(db_url):
     try:
         with tenancy.tenant_scope("alice"):
             row = run(store.engine, _alone())
-        assert (row["alone"], row["tenant"]) == (False, "alice")
+        assert (row["a"], row["tenant"]) == (1, "alice")
     finally:
         store.close()
 
@@ -70,7 +92,7 @@ def test_a_statement_alone_on_asyncio(db_url):
     async def main() -> tuple[bool, bool]:
         store = await AsyncMemoryStore.open(db_url, embedder=HashingEmbedder(), auto_migrate=False)
         try:
-            plain = (await arun(store.engine, _alone()))["alone"]
+            plain = (await arun(store.engine, _alone()))["a"] == 1
             nid = await store.add("searched on asyncio", user_id="a")
             found = [r.id for r in await store.search("searched on asyncio", user_id="a")] == [nid]
             return plain, found
@@ -78,6 +100,80 @@ def test_a_statement_alone_on_asyncio(db_url):
             await store.close()
 
     assert asyncio.run(main()) == (True, True)
+
+
+# every type a search returns, by the driver's cursor in binary format and by SQLAlchemy's result
+TYPED = """
+SELECT gen_random_uuid() AS id, 'a' AS t, ARRAY['x', 'y'] AS arr, '{"k": [1, {"n": null}]}'::jsonb AS j,
+       0.25::real AS r, 1.0 / 3 AS f8, 7 AS i, now() AS ts, NULL::text AS nothing, true AS b
+"""
+
+
+def test_a_statement_alone_reads_what_sqlalchemy_reads(db_url):
+    engine = engines.create_engine_for(db_url)
+
+    def plan() -> object:
+        rows = yield Alone(
+            TYPED.replace("gen_random_uuid()", "'8c9b5b7e-8d0e-4a4e-9f1a-1d2c3b4a5f60'::uuid").replace(
+                "now()", "'2026-01-02 03:04:05.678+02'::timestamptz"
+            )
+        )
+        return rows
+
+    def reference() -> object:
+        return (yield Transaction(_query()))
+
+    def _query() -> object:
+        sql = TYPED.replace("gen_random_uuid()", "'8c9b5b7e-8d0e-4a4e-9f1a-1d2c3b4a5f60'::uuid").replace(
+            "now()", "'2026-01-02 03:04:05.678+02'::timestamptz"
+        )
+        return (yield Query(sql, {}, "mappings"))
+
+    try:
+        (got,) = run(engine, plan())
+        (want,) = run(engine, reference())
+        assert type(got) is dict and got == dict(want)
+        assert {k: type(v) for k, v in got.items()} == {k: type(v) for k, v in dict(want).items()}
+    finally:
+        engine.dispose()
+
+
+def test_a_statement_alone_raises_typed_errors_and_replaces_a_broken_connection(db_url):
+    engine = engines.create_engine_for(db_url)
+
+    def plan(sql: str) -> object:
+        return (yield Alone(sql, {}))
+
+    try:
+        with pytest.raises(ValidationError):  # a data exception (class 22), typed
+            run(engine, plan("SELECT 1 / 0 AS x"))
+        # the statement ends its own backend: the server is gone for this connection
+        with pytest.raises(DatabaseUnavailableError):
+            run(engine, plan("SELECT pg_terminate_backend(pg_backend_pid()) AS x"))
+        # the broken connection was invalidated, not handed out again
+        assert run(engine, plan("SELECT 2 AS x")) == [{"x": 2}]
+        assert engine.pool.checkedout() == 0
+    finally:
+        engine.dispose()
+
+
+def test_a_statement_alone_on_asyncio_raises_typed_errors_and_replaces_a_broken_connection(db_url):
+    async def main() -> list:
+        store = await AsyncMemoryStore.open(db_url, embedder=HashingEmbedder(), auto_migrate=False)
+
+        def plan(sql: str) -> object:
+            return (yield Alone(sql, {}))
+
+        try:
+            with pytest.raises(ValidationError):
+                await arun(store.engine, plan("SELECT 1 / 0 AS x"))
+            with pytest.raises(DatabaseUnavailableError):
+                await arun(store.engine, plan("SELECT pg_terminate_backend(pg_backend_pid()) AS x"))
+            return await arun(store.engine, plan("SELECT 2 AS x"))
+        finally:
+            await store.close()
+
+    assert asyncio.run(main()) == [{"x": 2}]
 
 
 def _pids(conn: psycopg.Connection, url_database: str) -> list[int]:

@@ -20,7 +20,8 @@ A store operation is a *plan*: a generator that yields steps and receives their 
   any :class:`Transaction`: sent in autocommit mode, it costs one round trip to the server
   where a transaction costs three (``BEGIN``, the statement, ``COMMIT``). An engine that sets
   something at every transaction's start (``begin`` listeners: ``isolation="rls"`` sets the
-  tenant there) runs it in a transaction of its own instead, so the setting holds.
+  tenant there) runs it in a transaction of its own instead, so the setting holds. Its rows
+  come back as dicts, read by psycopg's own cursor in binary format (see :func:`driver_rows`);
 
 and returns the operation's result. :func:`run` drives a plan on an ``Engine``;
 :func:`arun` on an ``AsyncEngine``. Every statement is defined once, in the plan; the drivers
@@ -43,7 +44,9 @@ from dataclasses import dataclass, field
 from functools import wraps
 from typing import Any, TypeVar
 
+from psycopg.rows import dict_row
 from sqlalchemy import Connection, Engine, text
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from cortex_pg.errors import translate_db_errors
@@ -85,13 +88,13 @@ class Transaction:
 
 @dataclass(frozen=True, slots=True)
 class Alone:
-    """One statement run as its own transaction (see the module's docstring); SQL and fetch as
-    :class:`Query`. For a statement whose work is all in one statement: nothing else may need
-    to see its effects in the same transaction."""
+    """One statement run as its own transaction (see the module's docstring); SQL as
+    :class:`Query`; the reply is its rows, each a ``dict`` of column name to value. For a
+    statement whose work is all in one statement: nothing else may need to see its effects in
+    the same transaction."""
 
     sql: str
     params: Mapping[str, Any] = field(default_factory=dict)
-    fetch: str = "all"
 
 
 # the rule of SQLAlchemy 2.1's text() for a parameter: ``:name`` neither after a colon, a word
@@ -229,26 +232,73 @@ async def arun(engine: AsyncEngine, plan: Plan[T], conn: AsyncConnection | None 
             error = exc
 
 
-def _run_alone(engine: Engine, step: Alone) -> Any:
+def _run_alone(engine: Engine, step: Alone) -> list[dict[str, Any]]:
     statement, params = driver_sql(step.sql), dict(step.params)
     with translate_db_errors():
         if _sets_per_transaction(engine):
             with engine.begin() as conn:
-                return _fetch(conn.exec_driver_sql(statement, params), step.fetch)
+                return driver_rows(conn, statement, params)
         with engine.connect() as conn:
-            conn = conn.execution_options(isolation_level="AUTOCOMMIT")
-            return _fetch(conn.exec_driver_sql(statement, params), step.fetch)
+            return driver_rows(conn.execution_options(isolation_level="AUTOCOMMIT"), statement, params)
 
 
-async def _arun_alone(engine: AsyncEngine, step: Alone) -> Any:
+async def _arun_alone(engine: AsyncEngine, step: Alone) -> list[dict[str, Any]]:
     statement, params = driver_sql(step.sql), dict(step.params)
     with translate_db_errors():
         if _sets_per_transaction(engine.sync_engine):
             async with engine.begin() as conn:
-                return _fetch(await conn.exec_driver_sql(statement, params), step.fetch)
+                return await _adriver_rows(conn, statement, params)
         async with engine.connect() as conn:
             conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
-            return _fetch(await conn.exec_driver_sql(statement, params), step.fetch)
+            return await _adriver_rows(conn, statement, params)
+
+
+def driver_rows(conn: Connection, statement: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """Run ``statement`` (in the driver's ``%(name)s`` style, see :func:`driver_sql`) on
+    ``conn``'s psycopg connection itself; its rows as dicts, read in binary format.
+
+    For the statement on every agent turn's path (a search): SQLAlchemy's result objects and
+    the text format of timestamps, uuids and numbers cost 0.6-0.8 ms of a 4 ms vector-only
+    search (27 columns, 10 rows; ``benchmarks/perf.py``), which this skips. What SQLAlchemy's
+    execution does besides is kept: a driver error is raised as SQLAlchemy's ``DBAPIError`` (so
+    :func:`~cortex_pg.errors.translate_db_errors` types it), and a connection the error shows
+    broken is invalidated, so that the pool replaces it.
+    """
+    driver = conn.connection.driver_connection
+    try:
+        with driver.cursor(row_factory=dict_row, binary=True) as cur:
+            cur.execute(statement, params)
+            return cur.fetchall()
+    except conn.dialect.loaded_dbapi.Error as exc:
+        broken = conn.dialect.is_disconnect(exc, driver, None)
+        if broken:
+            conn.invalidate(exc)
+        raise _dbapi_error(conn.dialect, statement, params, exc, broken) from exc
+
+
+async def _adriver_rows(
+    conn: AsyncConnection, statement: str, params: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """:func:`driver_rows` on an async connection (psycopg's ``AsyncConnection``)."""
+    driver = (await conn.get_raw_connection()).driver_connection
+    try:
+        async with driver.cursor(row_factory=dict_row, binary=True) as cur:
+            await cur.execute(statement, params)
+            return await cur.fetchall()
+    except conn.dialect.loaded_dbapi.Error as exc:
+        broken = conn.dialect.is_disconnect(exc, driver, None)
+        if broken:
+            await conn.invalidate(exc)
+        raise _dbapi_error(conn.dialect, statement, params, exc, broken) from exc
+
+
+def _dbapi_error(
+    dialect: Any, statement: str, params: dict[str, Any], exc: Exception, broken: bool
+) -> DBAPIError:
+    """``exc``, a driver error, as SQLAlchemy raises it from its own execution."""
+    return DBAPIError.instance(
+        statement, params, exc, dialect.loaded_dbapi.Error, connection_invalidated=broken, dialect=dialect
+    )
 
 
 def _execute(conn: Connection, step: Any) -> Any:

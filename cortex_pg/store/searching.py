@@ -217,7 +217,7 @@ class NoteSearch:
         depth = validation.limit(link_depth, "link_depth")
 
         if not include_links:  # the search is one statement: alone, one round trip
-            return [result_from_row(r) for r in (yield Alone(sql.SEARCH, params, "mappings"))]
+            return [result_from_row(r) for r in (yield Alone(sql.SEARCH, params))]
 
         def body() -> Plan[list[SearchResult]]:
             rows = yield Query(sql.SEARCH, params, "mappings")
