@@ -13,7 +13,7 @@ from sqlalchemy import text
 from cortex_pg import AsyncMemoryStore
 from cortex_pg.db import tenancy
 from cortex_pg.embeddings import HashingEmbedder
-from cortex_pg.store import MemoryStore, sql
+from cortex_pg.store import MemoryStore, sql, validation
 from cortex_pg.store.copying import can_copy, copy_embeddings, vector_bytes
 from cortex_pg.store.text_embeddings import embed_windows
 
@@ -226,6 +226,41 @@ def test_a_bulk_load_refreshes_the_planners_statistics_as_the_store_grows(store)
     # duplicates are not looked up by walking each tenant's session (the choice made without
     # statistics: every note of the session read once per key)
     assert "ix_notes_session_order" not in plan
+
+
+def test_the_duplicate_check_is_answered_by_index_lookups(store):
+    """A write's duplicate check (current notes and merged ones with the same text) must not
+    read every note of the database: each half has a partial index on the content hash
+    (Alembic 0033). The planner may still prefer a scan of a small table, so the check is
+    planned with sequential scans off: what it can be answered by, not what a tiny table costs."""
+    ids = store.add_many([{"content": f"note {i}"} for i in range(40)], user_id="u", session_id="s")
+    store.add_many([{"content": f"other {i}"} for i in range(40)], user_id="v", session_id="s")
+    with store.engine.begin() as conn:
+        # a merged note: its text added again is the note it was merged into
+        conn.execute(
+            text(
+                "UPDATE cortex.notes SET merged_into = CAST(:keeper AS uuid) WHERE user_id = 'u' AND id = CAST(:gone AS uuid)"
+            ),
+            {"keeper": ids[1], "gone": ids[0]},
+        )
+        conn.execute(text("ANALYZE cortex.notes"))
+        conn.execute(text("SET LOCAL enable_seqscan = off"))
+        keys = conn.execute(
+            text("SELECT user_id, session_id, content_hash FROM cortex.notes WHERE user_id = 'u'")
+        ).all()
+        params = {
+            "users": [k.user_id for k in keys],
+            "sessions": [k.session_id for k in keys],
+            "hashes": [k.content_hash for k in keys],
+        }
+        plan = "\n".join(conn.execute(text("EXPLAIN " + sql.FIND_EXISTING), params).scalars())
+        found = conn.execute(text(sql.FIND_EXISTING), params).all()
+    assert "Seq Scan on notes" not in plan, plan
+    assert "uq_notes_content_hash" in plan and "ix_notes_merged_content_hash" in plan, plan
+    # and it still finds what it found: the merged note's keeper for its text, the 39 others
+    gone_hash = validation.content_hash("note 0")
+    assert [(r.tier, str(r.id)) for r in found if r.content_hash == gone_hash] == [("merged", ids[1])]
+    assert sum(r.tier == "ltm" for r in found) == 39
 
 
 def test_a_batch_copies_its_own_contexts_and_upserts_those_of_stored_notes_it_precedes(store):

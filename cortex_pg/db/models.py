@@ -131,6 +131,14 @@ class Note(_NoteFields, Base):
             unique=True,
             postgresql_where=text("merged_into IS NULL"),
         ),
+        # the merged notes' hashes (few), for the duplicate check's other half (Alembic 0033)
+        Index(
+            "ix_notes_merged_content_hash",
+            "user_id",
+            "session_id",
+            "content_hash",
+            postgresql_where=text("merged_into IS NOT NULL"),
+        ),
         Index(
             "ix_notes_metadata",
             "metadata",

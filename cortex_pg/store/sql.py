@@ -22,12 +22,23 @@ jsonb_to_recordset(CAST(:rows AS jsonb)) AS r(
 # ('stm'), and for a note merged into another ('merged') the current note its merges lead to,
 # which holds its text (the same text added again is that note, not a new one to merge again).
 FIND_EXISTING = """
-WITH RECURSIVE found AS (
-    SELECT n.user_id, n.session_id, n.content_hash, n.id, n.merged_into
-    FROM cortex.notes n
-    JOIN unnest(CAST(:users AS text[]), CAST(:sessions AS text[]), CAST(:hashes AS text[]))
+WITH RECURSIVE keys AS MATERIALIZED (
+    SELECT k.user_id, k.session_id, k.content_hash
+    FROM unnest(CAST(:users AS text[]), CAST(:sessions AS text[]), CAST(:hashes AS text[]))
          AS k(user_id, session_id, content_hash)
+), found AS (
+    -- current notes and merged ones apart, each by its partial index (uq_notes_content_hash,
+    -- ix_notes_merged_content_hash): asked together, neither index answers, and the check read
+    -- every note of the database
+    SELECT n.user_id, n.session_id, n.content_hash, n.id, n.merged_into
+    FROM keys k JOIN cortex.notes n
       ON n.user_id = k.user_id AND n.session_id = k.session_id AND n.content_hash = k.content_hash
+    WHERE n.merged_into IS NULL
+    UNION ALL
+    SELECT n.user_id, n.session_id, n.content_hash, n.id, n.merged_into
+    FROM keys k JOIN cortex.notes n
+      ON n.user_id = k.user_id AND n.session_id = k.session_id AND n.content_hash = k.content_hash
+    WHERE n.merged_into IS NOT NULL
 ), chain (user_id, session_id, content_hash, cur, depth) AS (
     SELECT f.user_id, f.session_id, f.content_hash, f.merged_into, 1 FROM found f WHERE f.merged_into IS NOT NULL
     UNION ALL
@@ -43,9 +54,7 @@ FROM (
     FROM chain c JOIN cortex.notes t ON t.user_id = c.user_id AND t.id = c.cur AND t.merged_into IS NULL
     UNION ALL
     SELECT s.user_id, s.session_id, s.content_hash, s.id, 'stm'
-    FROM cortex.stm_notes s
-    JOIN unnest(CAST(:users AS text[]), CAST(:sessions AS text[]), CAST(:hashes AS text[]))
-         AS k(user_id, session_id, content_hash)
+    FROM keys k JOIN cortex.stm_notes s
       ON s.user_id = k.user_id AND s.session_id = k.session_id AND s.content_hash = k.content_hash
 ) x
 """
