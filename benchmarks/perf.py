@@ -96,7 +96,7 @@ TARGETS = (
     # key, label, comparison, threshold
     ("hybrid_p50_ms", "hybrid p50, 10 %-tenant (ms)", "<=", 8.0),
     ("hybrid_p95_ms", "hybrid p95, 10 %-tenant (ms)", "<=", 20.0),
-    ("vector_p50_ms", "vector-only p50 (ms)", "<=", 4.0),
+    ("vector_p50_ms", "vector-only p50, 10 %-tenant (ms)", "<=", 4.0),
     ("tenant_ratio", "hybrid p50 10 %-tenant / 1 %-tenant", "<=", 1.5),
     ("vector_recall_filtered", "vector recall@10, date + metadata filter", ">=", 0.97),
     ("small_tenant_full", "small tenant: share of searches returning limit rows", ">=", 1.0),
@@ -769,14 +769,16 @@ class Bench:
 def targets(res: dict[str, Any]) -> list[dict[str, Any]]:
     """The issue's targets with the measured values (None = not measured in this run)."""
     lat = res.get("latency") or {}
+    # the targets are stated for a tenant of 10k notes in a 100k store: the 10 % tenant
     big = next((v for k, v in lat.items() if k.startswith("hybrid, 10 %")), None)
+    big_vector = next((v for k, v in lat.items() if k.startswith("vector-only, 10 %")), None)
     raw = res.get("raw") or {}
     bulk = res.get("bulk")
     e2e = res.get("e2e") or {}
     values = {
         "hybrid_p50_ms": big and big["p50"],
         "hybrid_p95_ms": big and big["p95"],
-        "vector_p50_ms": (lat.get("vector-only") or {}).get("p50"),
+        "vector_p50_ms": big_vector and big_vector["p50"],
         "tenant_ratio": lat.get("tenant_ratio"),
         "vector_recall_filtered": (res.get("quality") or {}).get("vector_recall_filtered"),
         "small_tenant_full": lat.get("small_tenant_full"),
