@@ -91,6 +91,39 @@ def test_stm_table_is_unlogged_and_timestamps_are_timestamptz(db_url):
         engine.dispose()
 
 
+# a foreign key's columns and whether an index that is not partial begins with them (in any
+# order); a cascade or a check of the key looks rows up by those columns alone
+UNINDEXED_FOREIGN_KEYS = """
+SELECT con.conrelid::regclass::text AS tbl, con.conname
+FROM pg_constraint con
+WHERE con.contype = 'f' AND con.connamespace = 'cortex'::regnamespace
+  AND NOT EXISTS (
+      SELECT 1 FROM pg_index i
+      WHERE i.indrelid = con.conrelid AND i.indpred IS NULL
+        AND (i.indkey::int2[])[0:cardinality(con.conkey) - 1] @> con.conkey
+        AND (i.indkey::int2[])[0:cardinality(con.conkey) - 1] <@ con.conkey)
+ORDER BY 1, 2
+"""
+
+
+def test_every_foreign_key_is_led_by_an_index(db_url):
+    """Deleting a note deletes its jobs, links and embeddings (ON DELETE CASCADE), once per
+    deleted row: a key without an index of its own (a partial one answers only its part) is a
+    scan of every tenant's rows per deleted note (Alembic 0033 added the two that were missing)."""
+    engine = create_engine_for(db_url)
+    try:
+        with engine.connect() as conn:
+            missing = conn.execute(text(UNINDEXED_FOREIGN_KEYS)).all()
+            keys = conn.execute(
+                text(
+                    "SELECT count(*) FROM pg_constraint WHERE contype = 'f' AND connamespace = 'cortex'::regnamespace"
+                )
+            ).scalar_one()
+    finally:
+        engine.dispose()
+    assert keys >= 8 and [tuple(r) for r in missing] == []
+
+
 def test_open_refuses_an_unmigrated_database(empty_db_url):
     with pytest.raises(SchemaError, match="cortex-pg db upgrade"):
         MemoryStore.open(empty_db_url, embedder=HashingEmbedder(), auto_migrate=False)

@@ -384,6 +384,8 @@ class Relationship(Base):
             postgresql_where=text("valid_to IS NULL"),
         ),
         Index("ix_relationships_target", "user_id", "target_id"),
+        # open or closed: the cascade of an entity's delete (Alembic 0033)
+        Index("ix_relationships_source", "user_id", "source_id"),
         Index("ix_relationships_note_ids", "note_ids", postgresql_using="gin"),
     )
 
@@ -440,6 +442,8 @@ class EvolutionJob(Base):
             postgresql_where=text("status IN ('queued', 'running')"),
         ),
         Index("ix_evolution_jobs_status", "status"),
+        # a note's jobs of any status: the cascade of a note's delete (Alembic 0033)
+        Index("ix_evolution_jobs_note", "user_id", "note_id"),
         Index(
             "uq_evolution_jobs_collection_active",
             "user_id",
