@@ -102,10 +102,11 @@ def test_a_statement_alone_on_asyncio(db_url):
     assert asyncio.run(main()) == (True, True)
 
 
-# every type a search returns, by the driver's cursor in binary format and by SQLAlchemy's result
+# every type a search returns, by the driver's cursor and by SQLAlchemy's result (a real such as
+# 0.7 is 0.7 in both: read in binary it would be the float32 0.699999988...)
 TYPED = """
 SELECT gen_random_uuid() AS id, 'a' AS t, ARRAY['x', 'y'] AS arr, '{"k": [1, {"n": null}]}'::jsonb AS j,
-       0.25::real AS r, 1.0 / 3 AS f8, 7 AS i, now() AS ts, NULL::text AS nothing, true AS b
+       0.7::real AS r, 1.0 / 3 AS f8, 7 AS i, now() AS ts, NULL::text AS nothing, true AS b
 """
 
 
@@ -153,6 +154,50 @@ def test_a_statement_alone_raises_typed_errors_and_replaces_a_broken_connection(
         # the broken connection was invalidated, not handed out again
         assert run(engine, plan("SELECT 2 AS x")) == [{"x": 2}]
         assert engine.pool.checkedout() == 0
+    finally:
+        engine.dispose()
+
+
+def test_a_search_returns_what_a_read_returns(db_url):
+    store = MemoryStore.open(db_url, embedder=HashingEmbedder(), auto_migrate=False)
+    try:
+        nid = store.add(
+            "Alice moved to Lisbon in spring.", user_id="imp", importance=0.7, metadata={"k": [1, None]}
+        )
+        (hit,) = store.search("Lisbon", user_id="imp", touch=False, memory_source="ltm")
+        assert hit.note == store.get(nid, user_id="imp")
+        assert hit.note.importance == 0.7
+    finally:
+        store.close()
+
+
+def test_a_disconnect_replaces_every_connection_the_pool_held(db_url, monkeypatch):
+    """As SQLAlchemy does on a disconnect: the server that ended one connection ended the
+    others too, so each is replaced at its next use rather than failing a search each. (The
+    socket check, which would find them dead first, is told they are quiet: a connection a
+    firewall dropped has nothing to read.)"""
+    monkeypatch.setattr(engines, "_quiet", lambda _conn: True)
+    engine = engines.create_engine_for(db_url, pool_size=3)
+
+    def plan() -> object:
+        return (yield Alone("SELECT pg_backend_pid() AS pid", {}))
+
+    try:
+        held = [engine.connect() for _ in range(3)]  # three connections in the pool
+        for conn in held:
+            conn.close()
+        libpq = _libpq(db_url)
+        with psycopg.connect(**libpq, autocommit=True) as admin:
+            for pid in _pids(admin, libpq["dbname"]):
+                admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
+        outcomes = []
+        for _ in range(4):
+            try:
+                run(engine, plan())
+                outcomes.append("ok")
+            except DatabaseUnavailableError:
+                outcomes.append("unavailable")
+        assert outcomes == ["unavailable", "ok", "ok", "ok"]
     finally:
         engine.dispose()
 

@@ -21,7 +21,7 @@ A store operation is a *plan*: a generator that yields steps and receives their 
   where a transaction costs three (``BEGIN``, the statement, ``COMMIT``). An engine that sets
   something at every transaction's start (``begin`` listeners: ``isolation="rls"`` sets the
   tenant there) runs it in a transaction of its own instead, so the setting holds. Its rows
-  come back as dicts, read by psycopg's own cursor in binary format (see :func:`driver_rows`);
+  come back as dicts, read by psycopg's own cursor (see :func:`driver_rows`);
 
 and returns the operation's result. :func:`run` drives a plan on an ``Engine``;
 :func:`arun` on an ``AsyncEngine``. Every statement is defined once, in the plan; the drivers
@@ -255,23 +255,26 @@ async def _arun_alone(engine: AsyncEngine, step: Alone) -> list[dict[str, Any]]:
 
 def driver_rows(conn: Connection, statement: str, params: dict[str, Any]) -> list[dict[str, Any]]:
     """Run ``statement`` (in the driver's ``%(name)s`` style, see :func:`driver_sql`) on
-    ``conn``'s psycopg connection itself; its rows as dicts, read in binary format.
+    ``conn``'s psycopg connection itself; its rows as dicts.
 
-    For the statement on every agent turn's path (a search): SQLAlchemy's result objects and
-    the text format of timestamps, uuids and numbers cost 0.6-0.8 ms of a 4 ms vector-only
-    search (27 columns, 10 rows; ``benchmarks/perf.py``), which this skips. What SQLAlchemy's
-    execution does besides is kept: a driver error is raised as SQLAlchemy's ``DBAPIError`` (so
-    :func:`~cortex_pg.errors.translate_db_errors` types it), and a connection the error shows
-    broken is invalidated, so that the pool replaces it.
+    For the statement on every agent turn's path (a search): SQLAlchemy's result objects cost
+    about 0.5 ms of a 4 ms vector-only search (27 columns, 10 rows; ``benchmarks/perf.py``),
+    which this skips. The rows are read in text format, as SQLAlchemy reads them (in binary, a
+    ``real`` such as an importance of 0.7 would come back as the float32 0.699999988...). What
+    SQLAlchemy's execution does besides is kept: a driver error is raised as SQLAlchemy's
+    ``DBAPIError`` (so :func:`~cortex_pg.errors.translate_db_errors` types it), and an error that
+    shows the connection broken invalidates it and every connection the pool held before it
+    (:func:`_invalidate`), so that the pool replaces them.
     """
     driver = conn.connection.driver_connection
     try:
-        with driver.cursor(row_factory=dict_row, binary=True) as cur:
+        with driver.cursor(row_factory=dict_row) as cur:
             cur.execute(statement, params)
             return cur.fetchall()
     except conn.dialect.loaded_dbapi.Error as exc:
         broken = conn.dialect.is_disconnect(exc, driver, None)
         if broken:
+            _invalidate(conn, exc)
             conn.invalidate(exc)
         raise _dbapi_error(conn.dialect, statement, params, exc, broken) from exc
 
@@ -282,14 +285,24 @@ async def _adriver_rows(
     """:func:`driver_rows` on an async connection (psycopg's ``AsyncConnection``)."""
     driver = (await conn.get_raw_connection()).driver_connection
     try:
-        async with driver.cursor(row_factory=dict_row, binary=True) as cur:
+        async with driver.cursor(row_factory=dict_row) as cur:
             await cur.execute(statement, params)
             return await cur.fetchall()
     except conn.dialect.loaded_dbapi.Error as exc:
         broken = conn.dialect.is_disconnect(exc, driver, None)
         if broken:
+            _invalidate(conn.sync_connection, exc)
             await conn.invalidate(exc)
         raise _dbapi_error(conn.dialect, statement, params, exc, broken) from exc
+
+
+def _invalidate(conn: Connection | None, exc: Exception) -> None:
+    """What SQLAlchemy does when its own execution meets a disconnect: the pool counts every
+    connection it handed out before now as stale and replaces each at its next checkout (a
+    server that went away took them all with it). ``Pool._invalidate`` is SQLAlchemy's own
+    step for it (``Connection._handle_dbapi_exception``); it invalidates ``conn``'s connection too."""
+    if conn is not None and not conn.invalidated:
+        conn.engine.pool._invalidate(conn.connection, exc)
 
 
 def _dbapi_error(
