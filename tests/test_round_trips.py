@@ -4,6 +4,7 @@ pool checks a connection's socket instead of pinging the server before every use
 from __future__ import annotations
 
 import asyncio
+import logging
 import tempfile
 
 import psycopg
@@ -202,7 +203,7 @@ def test_a_disconnect_replaces_every_connection_the_pool_held(db_url, monkeypatc
         engine.dispose()
 
 
-def test_a_statement_alone_on_asyncio_raises_typed_errors_and_replaces_a_broken_connection(db_url):
+def test_a_statement_alone_on_asyncio_raises_typed_errors_and_replaces_a_broken_connection(db_url, caplog):
     async def main() -> list:
         store = await AsyncMemoryStore.open(db_url, embedder=HashingEmbedder(), auto_migrate=False)
 
@@ -218,7 +219,10 @@ def test_a_statement_alone_on_asyncio_raises_typed_errors_and_replaces_a_broken_
         finally:
             await store.close()
 
-    assert asyncio.run(main()) == [{"x": 2}]
+    with caplog.at_level(logging.ERROR, logger="sqlalchemy.pool"):
+        assert asyncio.run(main()) == [{"x": 2}]
+    # the broken connection was closed where its driver can await (no "Exception terminating")
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
 
 
 def _pids(conn: psycopg.Connection, url_database: str) -> list[int]:

@@ -275,7 +275,6 @@ def driver_rows(conn: Connection, statement: str, params: dict[str, Any]) -> lis
         broken = conn.dialect.is_disconnect(exc, driver, None)
         if broken:
             _invalidate(conn, exc)
-            conn.invalidate(exc)
         raise _dbapi_error(conn.dialect, statement, params, exc, broken) from exc
 
 
@@ -290,19 +289,20 @@ async def _adriver_rows(
             return await cur.fetchall()
     except conn.dialect.loaded_dbapi.Error as exc:
         broken = conn.dialect.is_disconnect(exc, driver, None)
-        if broken:
-            _invalidate(conn.sync_connection, exc)
-            await conn.invalidate(exc)
+        if broken:  # in SQLAlchemy's greenlet, where closing the driver's connection can await
+            await conn.run_sync(_invalidate, exc)
         raise _dbapi_error(conn.dialect, statement, params, exc, broken) from exc
 
 
-def _invalidate(conn: Connection | None, exc: Exception) -> None:
-    """What SQLAlchemy does when its own execution meets a disconnect: the pool counts every
-    connection it handed out before now as stale and replaces each at its next checkout (a
-    server that went away took them all with it). ``Pool._invalidate`` is SQLAlchemy's own
-    step for it (``Connection._handle_dbapi_exception``); it invalidates ``conn``'s connection too."""
-    if conn is not None and not conn.invalidated:
+def _invalidate(conn: Connection, exc: Exception) -> None:
+    """What SQLAlchemy does when its own execution meets a disconnect
+    (``Connection._handle_dbapi_exception``): the pool counts every connection it handed out
+    before now as stale and replaces each at its next checkout (a server that went away took
+    them all with it; ``Pool._invalidate``, which also invalidates ``conn``'s connection), and
+    ``conn`` is marked invalid."""
+    if not conn.invalidated:
         conn.engine.pool._invalidate(conn.connection, exc)
+        conn.invalidate(exc)
 
 
 def _dbapi_error(
