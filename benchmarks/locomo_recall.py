@@ -59,12 +59,16 @@ ABLATION: list[tuple[str, dict]] = [
     ("- neighbour smoothing", {"smoothing_prev": 0, "smoothing_next": 0}),
     ("- neighbour expansion", {"expansion": 0}),
     ("- smoothing and expansion", _NO_NEIGHBOURS),
+    ("- query dates", {"date_weight": 0}),
     ("RRF instead of score fusion", {"fusion": "rrf"}),
-    ("MiniLM alone (cosine)", {"vector_weight": 1, "context_weight": 0, "length_prior": 0, **_NO_NEIGHBOURS}),
-    ("BM25 alone", {"vector_weight": 0, **_NO_NEIGHBOURS}),
+    (
+        "MiniLM alone (cosine)",
+        {"vector_weight": 1, "context_weight": 0, "length_prior": 0, "date_weight": 0, **_NO_NEIGHBOURS},
+    ),
+    ("BM25 alone", {"vector_weight": 0, "date_weight": 0, **_NO_NEIGHBOURS}),
     (
         "plain RRF (MiniLM + BM25)",
-        {"fusion": "rrf", "context_weight": 0, "length_prior": 0, **_NO_NEIGHBOURS},
+        {"fusion": "rrf", "context_weight": 0, "length_prior": 0, "date_weight": 0, **_NO_NEIGHBOURS},
     ),
 ]
 #: the best retriever of the LoCoMo paper (Maharana et al. 2024, Table 3: DRAGON over dialog

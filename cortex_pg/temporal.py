@@ -149,6 +149,79 @@ ROLLING_WINDOWS = {
 }
 
 
+#: widening of a query's named day (time zones: a user's day is not the UTC day) and of a named
+#: month (what was said in its first week after it ended, or planned in the week before it)
+QUERY_DATE_MARGINS = {"day": timedelta(days=1), "month": timedelta(days=7)}
+# a year of four digits, the gate before dateparser reads a query (about 2 ms a query)
+_YEAR_RE = re.compile(r"(?<!\d)(1[89]\d\d|2\d\d\d)(?!\d)")
+_MONTH = (
+    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
+    r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
+)
+# the spans dateparser's search misses after a relative phrase ("the week before August 3, 2023"
+# yields only "2023"): a day and month, or a month, before its year, or an ISO date; each span is
+# still read by dateparser
+_DATE_SPAN_RE = re.compile(
+    rf"\b(?:\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH},?\s*|{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s*"
+    rf"|{_MONTH},?\s+)(?:1[89]|2\d)\d\d\b|\b\d{{4}}-\d{{2}}(?:-\d{{2}})?\b",
+    re.IGNORECASE,
+)
+
+
+def query_date_window(query: str) -> tuple[datetime, datetime] | None:
+    """The days and months a query names outright, with their year, as one UTC window.
+
+    "What did Nate cook on 9 November, 2022?" names 9 November 2022; "in May 2023" names May
+    2023; a query naming several spans them all. Each named day is widened by a day on either
+    side and each month by 7 days (``QUERY_DATE_MARGINS``). Years alone ("in 2023"), dates
+    without their year ("on August 11") and relative phrases ("last week", "yesterday") are not
+    taken: a year is too coarse to say when, and the others depend on when the question is asked.
+    Uses dateparser (``dateparser.search.search_dates``, and a pattern for the day-month-year
+    spans it misses after a relative phrase; each span's period as dateparser reads it).
+
+    Returns:
+        ``(start, end)``, aware UTC, start < end; None when the query names no day or month.
+    """
+    if not _YEAR_RE.search(query or ""):
+        return None
+    from dateparser.search import search_dates
+
+    base = datetime.now(UTC)
+    try:
+        found = [phrase for phrase, _ in search_dates(query, languages=["en"]) or []]
+    except (ValueError, OverflowError):
+        found = []
+    found += [m.group(0) for m in _DATE_SPAN_RE.finditer(query)]
+    windows: list[tuple[datetime, datetime]] = []
+    for phrase in found:
+        if not _YEAR_RE.search(phrase):
+            continue
+        try:
+            period = _named_period(phrase.strip(), base)
+        except (ValidationError, OverflowError):
+            continue
+        if period is None:
+            continue
+        start, end = period
+        kind = (
+            "day"
+            if end - start <= timedelta(days=1)
+            else "month"
+            if end - start <= timedelta(days=31)
+            else None
+        )
+        if kind is None:
+            continue
+        margin = QUERY_DATE_MARGINS[kind]
+        try:
+            windows.append((start - margin, end + margin))
+        except OverflowError:
+            continue
+    if not windows:
+        return None
+    return min(w[0] for w in windows), max(w[1] for w in windows)
+
+
 def _day_start(dt: datetime) -> datetime:
     return dt.replace(hour=0, minute=0, second=0, microsecond=0)
 

@@ -18,6 +18,8 @@ from typing import Any
 from cortex_pg.errors import ValidationError
 
 FUSIONS = ("score", "rrf")
+#: attributes applied by the library's search statement, not passed to cortex.search_notes
+CLIENT_SIDE = ("date_weight",)
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,15 @@ class Ranking:
         expansion: the session neighbours of this many best candidates join the candidates,
             0..50.
         rrf_k: k of reciprocal rank fusion, 1..10000 (used with ``fusion="rrf"``).
+        date_weight: weight of the dates a query names, in [0, 1]. When the query names a day
+            or a month with its year ("on 9 November, 2022", "in May 2023";
+            :func:`cortex_pg.temporal.query_date_window`, widened by a day or a week) and that
+            window meets the search's own, the search runs within the window and without it,
+            and a note of the window scores ``(1 - date_weight) * score + date_weight`` (its
+            score in the window's search), any other ``(1 - date_weight) * score``: the named
+            time's best note comes first, and a strong match from another time can still pass
+            its weaker ones. 0 = off (one search, dates read as words only). Applied by the library's search statement,
+            not by ``cortex.search_notes``.
     """
 
     fusion: str = "score"
@@ -54,6 +65,7 @@ class Ranking:
     smoothing_next: float = 0.3
     expansion: int = 5
     rrf_k: float = 60.0
+    date_weight: float = 0.3
 
     def __post_init__(self) -> None:
         for key in _RANGES:
@@ -86,8 +98,9 @@ class Ranking:
         return replace(cls(), **value)
 
     def to_json(self) -> str:
-        """The ``p_ranking`` argument of ``cortex.search_notes`` (every attribute)."""
-        return json.dumps(asdict(self))
+        """The ``p_ranking`` argument of ``cortex.search_notes`` (every attribute but
+        ``date_weight``, which the search statement applies around it)."""
+        return json.dumps({k: v for k, v in asdict(self).items() if k not in CLIENT_SIDE})
 
 
 _RANGES: dict[str, tuple[float, float]] = {
@@ -98,6 +111,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "smoothing_next": (0, 1),
     "expansion": (0, 50),
     "rrf_k": (1, 10000),
+    "date_weight": (0, 1),
 }
 
 

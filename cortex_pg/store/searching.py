@@ -16,7 +16,9 @@ from cortex_pg.store import sql, validation
 from cortex_pg.store.ranking import Ranking
 from cortex_pg.store.records import SearchResult
 from cortex_pg.store.rows import result_from_row, tenant_scoped, vector_literal
-from cortex_pg.temporal import parse_instant, without_temporal_keywords
+from cortex_pg.temporal import parse_instant, query_date_window, without_temporal_keywords
+
+_DEFAULT_RANKING = Ranking().to_json()
 
 
 class QueryVectorCache:
@@ -106,7 +108,11 @@ class NoteSearch:
         with recency:
         ``score = (1 - temporal_weight) * relevance + temporal_weight * exp(-age_days / 7)``.
         Temporal keywords (yesterday, last, recent, ...) are left out of the full-text query:
-        they ask for recency, which ``temporal_weight`` and the date window express.
+        they ask for recency, which ``temporal_weight`` and the date window express. A query
+        that names a day or month with its year ("what did I cook on 9 November, 2022?") puts
+        the best note of that time first and its other notes ahead of all but strong matches
+        from other times (``ranking.date_weight``, 0.3: the search runs within the named window
+        and without it, in the same statement).
 
         Args:
             query: the question or text to match; not blank.
@@ -212,15 +218,24 @@ class NoteSearch:
             "query_entities": query_entities,
             "entity_weight": ent_weight,
             "expand_entities": bool(expand_entities),
-            "ranking": None if rank == Ranking() else rank.to_json(),
+            "ranking": None if rank.to_json() == _DEFAULT_RANKING else rank.to_json(),
         }
+        statement = sql.SEARCH
+        named = query_date_window(query) if rank.date_weight > 0 else None
+        if named is not None:
+            # the query's named window, within the caller's own (none left: one search)
+            focus_from = max(named[0], d_from) if d_from else named[0]
+            focus_to = min(named[1], d_to) if d_to else named[1]
+            if focus_from < focus_to:
+                statement = sql.SEARCH_DATED
+                params.update(focus_from=focus_from, focus_to=focus_to, date_weight=rank.date_weight)
         depth = validation.limit(link_depth, "link_depth")
 
         if not include_links:  # the search is one statement: alone, one round trip
-            return [result_from_row(r) for r in (yield Alone(sql.SEARCH, params))]
+            return [result_from_row(r) for r in (yield Alone(statement, params))]
 
         def body() -> Plan[list[SearchResult]]:
-            rows = yield Query(sql.SEARCH, params, "mappings")
+            rows = yield Query(statement, params, "mappings")
             results = [result_from_row(r) for r in rows]
             if results:
                 from cortex_pg.store.traversal import expand_results

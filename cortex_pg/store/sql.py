@@ -195,16 +195,15 @@ WHERE user_id = :u AND (CAST(:s AS text) IS NULL OR session_id = :s)
 ORDER BY id FOR UPDATE
 """
 
-SEARCH = """
-WITH hits AS MATERIALIZED (
-    SELECT * FROM cortex.search_notes(
+# one call of cortex.search_notes, its date window given as {date_from} / {date_to}
+_SEARCH_CALL = """cortex.search_notes(
         p_user_id => :user_id,
         p_query_embedding => CAST(:embedding AS vector),
         p_query_text => :query,
         p_limit => :limit,
         p_temporal_weight => CAST(:temporal_weight AS real),
-        p_date_from => :date_from,
-        p_date_to => :date_to,
+        p_date_from => {date_from},
+        p_date_to => {date_to},
         p_filter => CAST(:where_filter AS jsonb),
         p_now => :now,
         p_session_id => :session_id,
@@ -214,12 +213,48 @@ WITH hits AS MATERIALIZED (
         p_query_entities => CAST(:query_entities AS text[]),
         p_entity_weight => CAST(:entity_weight AS real),
         p_expand_entities => :expand_entities,
-        p_ranking => CAST(:ranking AS jsonb))
-), touched AS MATERIALIZED (
+        p_ranking => CAST(:ranking AS jsonb))"""
+# the search's results touched (access counts, LRU) when :touch, in the same statement
+_TOUCHED = """touched AS MATERIALIZED (
     SELECT CASE WHEN :touch THEN set_config('synchronous_commit', 'off', true) END AS lazy_commit,
            CASE WHEN :touch THEN cortex.touch_notes(:user_id, array_agg(h.id), 'all') END AS touched
     FROM hits h WHERE h.user_id = :user_id
-)
+)"""
+SEARCH = f"""
+WITH hits AS MATERIALIZED (
+    SELECT * FROM {_SEARCH_CALL.format(date_from=":date_from", date_to=":date_to")}
+), {_TOUCHED}
+SELECT h.* FROM hits h CROSS JOIN touched ORDER BY h.score DESC, h.id
+"""
+# a query that names its dates (cortex_pg.temporal.query_date_window): the search within them
+# (:focus_from, :focus_to: the named window, inside the caller's) and the search without, fused:
+# score = (1 - :date_weight) * score + :date_weight for a note of the dated search (its score in
+# that search), (1 - :date_weight) * score for the others; the best :limit of both
+SEARCH_DATED = f"""
+WITH dated AS MATERIALIZED (
+    SELECT * FROM {_SEARCH_CALL.format(date_from=":focus_from", date_to=":focus_to")}
+), whole AS MATERIALIZED (
+    SELECT * FROM {_SEARCH_CALL.format(date_from=":date_from", date_to=":date_to")}
+), hits AS MATERIALIZED (
+    SELECT f.* FROM (
+        SELECT d.id, d.user_id, d.session_id, d.memory_tier, d.content, d.keywords, d.tags, d.context,
+               d.category, d.memory_type, d.metadata, d.importance, d.created_at, d.updated_at,
+               d.last_accessed_at, d.access_count,
+               (1 - CAST(:date_weight AS float8)) * d.score + CAST(:date_weight AS float8) AS score,
+               d.relevance_score, d.semantic_score, d.distance, d.text_score, d.recency_score,
+               d.vector_rank, d.text_rank, d.context_score, d.entity_score, d.entity_rank
+        FROM dated d
+        UNION ALL
+        SELECT w.id, w.user_id, w.session_id, w.memory_tier, w.content, w.keywords, w.tags, w.context,
+               w.category, w.memory_type, w.metadata, w.importance, w.created_at, w.updated_at,
+               w.last_accessed_at, w.access_count,
+               (1 - CAST(:date_weight AS float8)) * w.score,
+               w.relevance_score, w.semantic_score, w.distance, w.text_score, w.recency_score,
+               w.vector_rank, w.text_rank, w.context_score, w.entity_score, w.entity_rank
+        FROM whole w WHERE w.id NOT IN (SELECT d.id FROM dated d)) f
+    ORDER BY f.score DESC, f.id
+    LIMIT :limit
+), {_TOUCHED}
 SELECT h.* FROM hits h CROSS JOIN touched ORDER BY h.score DESC, h.id
 """
 
