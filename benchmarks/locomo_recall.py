@@ -49,7 +49,7 @@ from cortex_pg.store import MemoryStore
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 
-_NO_NEIGHBOURS = {"smoothing_prev": 0, "smoothing_next": 0, "expansion": 0}
+_NO_NEIGHBOURS = {"smoothing_prev": 0, "smoothing_next": 0, "expansion": 0, "answer_weight": 0}
 #: rows of ``--ablation``: (name, ranking); the levers of the default ranking are documented in
 #: sql/functions/search_notes/v9.sql
 ABLATION: list[tuple[str, dict]] = [
@@ -58,8 +58,10 @@ ABLATION: list[tuple[str, dict]] = [
     ("- length prior", {"length_prior": 0}),
     ("- neighbour smoothing", {"smoothing_prev": 0, "smoothing_next": 0}),
     ("- neighbour expansion", {"expansion": 0}),
-    ("- smoothing and expansion", _NO_NEIGHBOURS),
+    ("- answers after questions", {"answer_weight": 0}),
+    ("- smoothing, expansion, answers", _NO_NEIGHBOURS),
     ("- query dates", {"date_weight": 0}),
+    ("- query dates and answers", {"date_weight": 0, "answer_weight": 0}),
     ("RRF instead of score fusion", {"fusion": "rrf"}),
     (
         "MiniLM alone (cosine)",

@@ -152,65 +152,59 @@ ROLLING_WINDOWS = {
 #: widening of a query's named day (time zones: a user's day is not the UTC day) and of a named
 #: month (what was said in its first week after it ended, or planned in the week before it)
 QUERY_DATE_MARGINS = {"day": timedelta(days=1), "month": timedelta(days=7)}
-# a year of four digits, the gate before dateparser reads a query (about 2 ms a query)
+# a year of four digits: a query without one names no day or month (and is not read further)
 _YEAR_RE = re.compile(r"(?<!\d)(1[89]\d\d|2\d\d\d)(?!\d)")
+# month names and their abbreviations in any case, but "may" only as "May" (else the verb)
 _MONTH = (
-    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
-    r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
+    r"(?:(?i:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|june?|july?|aug(?:ust)?"
+    r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?|May)"
 )
-# the spans dateparser's search misses after a relative phrase ("the week before August 3, 2023"
-# yields only "2023"): a day and month, or a month, before its year, or an ISO date; each span is
-# still read by dateparser
+_YEAR = r"(?:1[89]|2\d)\d\d"
+_DAY = r"\d{1,2}(?i:st|nd|rd|th)?"
+# the spans that name a day or a month with its year: "9 November, 2022", "the 9th of November
+# 2022", "November 9, 2022", "2022-11-09" (a time may follow), "November 2022", "2022-11"
 _DATE_SPAN_RE = re.compile(
-    rf"\b(?:\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH},?\s*|{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s*"
-    rf"|{_MONTH},?\s+)(?:1[89]|2\d)\d\d\b|\b\d{{4}}-\d{{2}}(?:-\d{{2}})?\b",
-    re.IGNORECASE,
+    rf"(?<![\w-])(?:(?P<day>{_DAY}\s+(?i:of\s+)?{_MONTH},?\s*{_YEAR}|{_MONTH}\s+{_DAY},?\s*{_YEAR}"
+    rf"|{_YEAR}-\d\d-\d\d(?=T|[^\w-]|$))|(?P<month>{_MONTH},?\s+{_YEAR}|{_YEAR}-\d\d))(?![\w-])"
+    rf"|(?<![\w-])(?P<day_time>{_YEAR}-\d\d-\d\d)T\d"
 )
+#: at most this many date spans of a query are read (each is a dateparser call)
+QUERY_DATE_SPANS = 8
 
 
 def query_date_window(query: str) -> tuple[datetime, datetime] | None:
     """The days and months a query names outright, with their year, as one UTC window.
 
-    "What did Nate cook on 9 November, 2022?" names 9 November 2022; "in May 2023" names May
-    2023; a query naming several spans them all. Each named day is widened by a day on either
-    side and each month by 7 days (``QUERY_DATE_MARGINS``). Years alone ("in 2023"), dates
-    without their year ("on August 11") and relative phrases ("last week", "yesterday") are not
-    taken: a year is too coarse to say when, and the others depend on when the question is asked.
-    Uses dateparser (``dateparser.search.search_dates``, and a pattern for the day-month-year
-    spans it misses after a relative phrase; each span's period as dateparser reads it).
+    "What did Nate cook on 9 November, 2022?" names 9 November 2022 ("November 9, 2022",
+    "2022-11-09" and "2022-11-09T18:00:00Z" too); "in May 2023" and "2023-05" name May 2023; a
+    query naming several spans them all (the first ``QUERY_DATE_SPANS`` are read). Each named
+    day is widened by a day on either side and each month by 7 days (``QUERY_DATE_MARGINS``).
+    Years alone ("in 2023"), dates without their year ("on August 11"), relative phrases ("last
+    week", "the week before"), days that do not exist ("31 February 2023") and other languages
+    are not taken: a year is too coarse to say when, and the others depend on when the question
+    is asked or are not dates. English month names and abbreviations in any case, except "may",
+    read as the month only as "May". Each span is read by dateparser (the period it names).
 
     Returns:
         ``(start, end)``, aware UTC, start < end; None when the query names no day or month.
     """
     if not _YEAR_RE.search(query or ""):
         return None
-    from dateparser.search import search_dates
-
     base = datetime.now(UTC)
-    try:
-        found = [phrase for phrase, _ in search_dates(query, languages=["en"]) or []]
-    except (ValueError, OverflowError):
-        found = []
-    found += [m.group(0) for m in _DATE_SPAN_RE.finditer(query)]
     windows: list[tuple[datetime, datetime]] = []
-    for phrase in found:
-        if not _YEAR_RE.search(phrase):
-            continue
+    for match in list(_DATE_SPAN_RE.finditer(query))[:QUERY_DATE_SPANS]:
+        kind = "month" if match.group("month") else "day"
+        phrase = match.group("month") or match.group("day") or match.group("day_time")
         try:
-            period = _named_period(phrase.strip(), base)
+            period = _iso_period(phrase) if phrase[:4].isdigit() else _named_period(phrase, base)
         except (ValidationError, OverflowError):
             continue
         if period is None:
             continue
         start, end = period
-        kind = (
-            "day"
-            if end - start <= timedelta(days=1)
-            else "month"
-            if end - start <= timedelta(days=31)
-            else None
-        )
-        if kind is None:
+        # the period dateparser read must be the one the span names (a day that does not exist,
+        # "31 February 2023", reads as its month)
+        if (end - start <= timedelta(days=1)) != (kind == "day") or end - start > timedelta(days=31):
             continue
         margin = QUERY_DATE_MARGINS[kind]
         try:
@@ -220,6 +214,21 @@ def query_date_window(query: str) -> tuple[datetime, datetime] | None:
     if not windows:
         return None
     return min(w[0] for w in windows), max(w[1] for w in windows)
+
+
+def _iso_period(text: str) -> tuple[datetime, datetime] | None:
+    """The day ("2023-05-04") or month ("2023-05") of an ISO 8601 date, None when there is no
+    such date ("2023-13-01", "2023-02-30")."""
+    try:
+        if len(text) == 7:
+            start = datetime(int(text[:4]), int(text[5:7]), 1, tzinfo=UTC)
+            return start, _next_year(start.year, "query") if start.month == 12 else start.replace(
+                month=start.month + 1
+            )
+        day = datetime.combine(date.fromisoformat(text), datetime.min.time(), UTC)
+    except ValueError:
+        return None
+    return day, day + timedelta(days=1)
 
 
 def _day_start(dt: datetime) -> datetime:

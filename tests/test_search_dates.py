@@ -27,8 +27,15 @@ def d(*args: int) -> datetime:
         ("What dish did Nate make on 9 November, 2022?", (d(2022, 11, 8), d(2022, 11, 11))),
         ("what happened on 2023-05-04", (d(2023, 5, 3), d(2023, 5, 6))),
         ("What did Joanna bake on December 1,2023?", (d(2023, 11, 30), d(2023, 12, 3))),
+        ("the week before August 3, 2023", (d(2023, 8, 2), d(2023, 8, 5))),
+        ("notes of 2022-11-09T18:00:00Z", (d(2022, 11, 8), d(2022, 11, 11))),  # a day, its time aside
+        ("the 9th of November 2022", (d(2022, 11, 8), d(2022, 11, 11))),
+        ("Sept. 9, 2023", (d(2023, 9, 8), d(2023, 9, 11))),
+        ("29 February 2024", (d(2024, 2, 28), d(2024, 3, 2))),
         # a named month, a week either side
         ("What cake did she make in May 2022?", (d(2022, 4, 24), d(2022, 6, 8))),
+        ("dec. 2023", (d(2023, 11, 24), d(2024, 1, 8))),
+        ("what about 2023-05?", (d(2023, 4, 24), d(2023, 6, 8))),
         # several: one window spanning them
         ("trips between 1 May 2022 and 3 June 2022", (d(2022, 4, 30), d(2022, 6, 5))),
     ],
@@ -47,10 +54,27 @@ def test_a_named_day_or_month_is_a_window(query: str, expected: tuple[datetime, 
         "What did we decide yesterday?",
         "Which room, 2022 or 2023?",  # numbers, no day or month
         "",
+        "31 February 2023",  # no such day (dateparser reads it as the month)
+        "on 2023-13-01",  # no such month
+        "on 2023-02-30",
+        "I may 2023 call",  # "may" is the month only as "May"
+        "phone 2023-05-0412",  # digits, not a date
+        "ISBN 978-2023-05-04",
     ],
 )
 def test_no_day_or_month_with_its_year_is_no_window(query: str) -> None:
     assert query_date_window(query) is None
+
+
+def test_a_long_query_reads_a_bounded_number_of_dates(monkeypatch: pytest.MonkeyPatch) -> None:
+    import cortex_pg.temporal as temporal
+
+    calls = []
+    real = temporal._named_period
+    monkeypatch.setattr(temporal, "_named_period", lambda *a, **k: calls.append(a) or real(*a, **k))
+    window = query_date_window(("9 May 2023 " * 910)[:10000])
+    assert window == (d(2023, 5, 8), d(2023, 5, 11))
+    assert len(calls) == temporal.QUERY_DATE_SPANS
 
 
 NOTES = [
@@ -112,6 +136,18 @@ def test_a_dated_search_touches_what_it_returns_and_only_that(store: MemoryStore
             conn.execute(text("SELECT id::text, access_count FROM cortex.notes WHERE user_id = 'u'")).all()
         )
     assert {i for i in ids if counts[i] > 0} == {r.id for r in found}
+
+
+def test_plain_sql_says_date_weight_is_the_librarys(store: MemoryStore) -> None:
+    import sqlalchemy.exc
+
+    with store.engine.connect() as conn, pytest.raises(sqlalchemy.exc.DBAPIError) as err:
+        conn.execute(
+            text(
+                "SELECT * FROM cortex.search_notes('u', NULL, 'cook', p_ranking => '{\"date_weight\": 0.3}')"
+            )
+        ).all()
+    assert "applied by the library" in str(err.value) and err.value.orig.sqlstate == "22023"
 
 
 def test_a_bad_date_weight_is_refused_by_name(store: MemoryStore) -> None:

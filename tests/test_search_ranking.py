@@ -46,6 +46,8 @@ def _fill(store: MemoryStore) -> None:
         ({"expansion": 51}, "ranking.expansion"),
         ({"length_prior": float("nan")}, "ranking.length_prior"),
         ({"rrf_k": 0}, "ranking.rrf_k"),
+        ({"answer_weight": 1.5}, "ranking.answer_weight"),
+        ({"date_weight": -1}, "ranking.date_weight"),
         ([("fusion", "rrf")], "ranking"),
     ],
 )
@@ -265,6 +267,49 @@ def test_smoothing_prev_lifts_the_reply_after_the_best_match_and_not_the_turn_be
     assert reply_first[ids[0]] == pytest.approx(plain[ids[0]] / 1.9, rel=1e-6)  # not lifted: scaled
     earlier_first = relevance(0, 0.9)
     assert earlier_first[ids[0]] > plain[ids[0]] / 1.9
+
+
+def test_the_answer_to_a_matching_question_inherits_its_relevance(store) -> None:  # noqa: ANN001
+    # the answer shares no word with the query; the question before it matches it best
+    ids = store.add_many(
+        [
+            {"content": "Maria: How often do you all work out together?"},
+            {"content": "John: Three times a week, it keeps us on track."},
+            {"content": "Maria: That is great to hear."},
+        ],
+        user_id="u",
+        session_id="chat",
+        to_stm=False,
+    )
+    store.add_many(
+        [{"content": f"John: we work out at the gym, note {i}, with weights and bikes"} for i in range(4)]
+        + [{"content": f"filler note number {i} about cooking"} for i in range(6)],
+        user_id="u",
+        session_id="other",
+        to_stm=False,
+    )
+    query = "How often does John work out with his family?"
+
+    def ranked(ranking: dict) -> list[str]:
+        return [r.id for r in store.search(query, user_id="u", limit=13, touch=False, ranking=ranking)]
+
+    off = ranked({"answer_weight": 0})
+    on = ranked({})
+    assert on.index(ids[1]) < off.index(ids[1])  # lifted by its question
+    assert on.index(ids[1]) == on.index(ids[0]) + 1  # right after it, at 0.9 of its relevance
+    got = {r.id: r for r in store.search(query, user_id="u", limit=13, touch=False)}
+    assert got[ids[1]].relevance_score >= 0.9 * got[ids[0]].relevance_score - 1e-9
+    # a reply to a statement inherits nothing: "That is great to hear." stays where it was
+    assert on.index(ids[2]) >= off.index(ids[2]) - 1
+    # the answer joins only when it passes the search's conditions
+    hidden = store.search(
+        query,
+        user_id="u",
+        limit=13,
+        touch=False,
+        where_filter={"content": {"$ne": "John: Three times a week, it keeps us on track."}},
+    )
+    assert ids[1] not in [r.id for r in hidden]
 
 
 @pytest.mark.parametrize(

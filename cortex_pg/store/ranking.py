@@ -1,4 +1,5 @@
-"""The constants of the search ranking (``cortex.search_notes`` v8 and later, its ``p_ranking`` argument).
+"""The constants of the search ranking (``cortex.search_notes`` v8 and later, its ``p_ranking`` argument;
+``answer_weight`` since v12).
 
 The defaults are the library's ranking, chosen on LoCoMo dev conversations (see
 ``sql/functions/search_notes/v9.sql`` for each constant's measured range); a caller overrides
@@ -46,6 +47,10 @@ class Ranking:
         expansion: the session neighbours of this many best candidates join the candidates,
             0..50.
         rrf_k: k of reciprocal rank fusion, 1..10000 (used with ``fusion="rrf"``).
+        answer_weight: the share of a question's relevance its answer takes, in [0, 1]: a
+            candidate whose text holds a '?' brings its next note of the session (the answer)
+            into the candidates, scored at least ``answer_weight`` times the question's
+            relevance (after smoothing). 0 = off.
         date_weight: weight of the dates a query names, in [0, 1]. When the query names a day
             or a month with its year ("on 9 November, 2022", "in May 2023";
             :func:`cortex_pg.temporal.query_date_window`, widened by a day or a week) and that
@@ -65,6 +70,7 @@ class Ranking:
     smoothing_next: float = 0.3
     expansion: int = 5
     rrf_k: float = 60.0
+    answer_weight: float = 0.9
     date_weight: float = 0.3
 
     def __post_init__(self) -> None:
@@ -111,6 +117,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "smoothing_next": (0, 1),
     "expansion": (0, 50),
     "rrf_k": (1, 10000),
+    "answer_weight": (0, 1),
     "date_weight": (0, 1),
 }
 
