@@ -154,22 +154,25 @@ ROLLING_WINDOWS = {
 QUERY_DATE_MARGINS = {"day": timedelta(days=1), "month": timedelta(days=7)}
 # a year of four digits: a query without one names no day or month (and is not read further)
 _YEAR_RE = re.compile(r"(?<!\d)(1[89]\d\d|2\d\d\d)(?!\d)")
-# month names and their abbreviations in any case, but "may" only as "May" (else the verb)
+# month names and their abbreviations in any case, but those that are also words ("may",
+# "march", "june", "august") only with a capital first letter
 _MONTH = (
-    r"(?:(?i:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|june?|july?|aug(?:ust)?"
-    r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?|May)"
+    r"(?:(?:(?i:jan(?:uary)?|feb(?:ruary)?|apr(?:il)?|july?|sep(?:t(?:ember)?)?|oct(?:ober)?"
+    r"|nov(?:ember)?|dec(?:ember)?)|M(?i:ay|ar(?:ch)?)|J(?i:une?)|A(?i:ug(?:ust)?))\.?)"
 )
 _YEAR = r"(?:1[89]|2\d)\d\d"
 _DAY = r"\d{1,2}(?i:st|nd|rd|th)?"
 # the spans that name a day or a month with its year: "9 November, 2022", "the 9th of November
 # 2022", "November 9, 2022", "2022-11-09" (a time may follow), "November 2022", "2022-11"
 _DATE_SPAN_RE = re.compile(
-    rf"(?<![\w-])(?:(?P<day>{_DAY}\s+(?i:of\s+)?{_MONTH},?\s*{_YEAR}|{_MONTH}\s+{_DAY},?\s*{_YEAR}"
+    rf"(?<![\w.-])(?:(?P<day>{_DAY}\s+(?i:of\s+)?{_MONTH},?\s*{_YEAR}|{_MONTH}\s+{_DAY},?\s*{_YEAR}"
     rf"|{_YEAR}-\d\d-\d\d(?=T|[^\w-]|$))|(?P<month>{_MONTH},?\s+{_YEAR}|{_YEAR}-\d\d))(?![\w-])"
-    rf"|(?<![\w-])(?P<day_time>{_YEAR}-\d\d-\d\d)T\d"
+    rf"|(?<![\w.-])(?P<day_time>{_YEAR}-\d\d-\d\d)T\d"
 )
 #: at most this many date spans of a query are read (each is a dateparser call)
 QUERY_DATE_SPANS = 8
+#: dates further apart than this name no one time: such a query gets no window
+QUERY_DATE_SPREAD = timedelta(days=93)
 
 
 def query_date_window(query: str) -> tuple[datetime, datetime] | None:
@@ -177,13 +180,15 @@ def query_date_window(query: str) -> tuple[datetime, datetime] | None:
 
     "What did Nate cook on 9 November, 2022?" names 9 November 2022 ("November 9, 2022",
     "2022-11-09" and "2022-11-09T18:00:00Z" too); "in May 2023" and "2023-05" name May 2023; a
-    query naming several spans them all (the first ``QUERY_DATE_SPANS`` are read). Each named
+    query naming several spans them all (the first ``QUERY_DATE_SPANS`` are read; dates more than
+    ``QUERY_DATE_SPREAD``, 93 days, apart name no one time: None). Each named
     day is widened by a day on either side and each month by 7 days (``QUERY_DATE_MARGINS``).
     Years alone ("in 2023"), dates without their year ("on August 11"), relative phrases ("last
     week", "the week before"), days that do not exist ("31 February 2023") and other languages
     are not taken: a year is too coarse to say when, and the others depend on when the question
-    is asked or are not dates. English month names and abbreviations in any case, except "may",
-    read as the month only as "May". Each span is read by dateparser (the period it names).
+    is asked or are not dates. English month names and abbreviations in any case, except those
+    that are also words (May, March, June, August), read as months only with a capital. Each
+    span is read by dateparser in English (the period it names), an ISO date as ISO 8601.
 
     Returns:
         ``(start, end)``, aware UTC, start < end; None when the query names no day or month.
@@ -196,7 +201,7 @@ def query_date_window(query: str) -> tuple[datetime, datetime] | None:
         kind = "month" if match.group("month") else "day"
         phrase = match.group("month") or match.group("day") or match.group("day_time")
         try:
-            period = _iso_period(phrase) if phrase[:4].isdigit() else _named_period(phrase, base)
+            period = _iso_period(phrase) if phrase[:4].isdigit() else _named_period(phrase, base, english=True)
         except (ValidationError, OverflowError):
             continue
         if period is None:
@@ -213,7 +218,8 @@ def query_date_window(query: str) -> tuple[datetime, datetime] | None:
             continue
     if not windows:
         return None
-    return min(w[0] for w in windows), max(w[1] for w in windows)
+    start, end = min(w[0] for w in windows), max(w[1] for w in windows)
+    return (start, end) if end - start <= QUERY_DATE_SPREAD else None
 
 
 def _iso_period(text: str) -> tuple[datetime, datetime] | None:
@@ -390,7 +396,9 @@ def _period_or_instant(text: str, base: datetime, field: str) -> tuple[datetime,
     return instant, instant
 
 
-def _named_period(text: str, base: datetime, *, times: bool = True) -> tuple[datetime, datetime] | None:
+def _named_period(
+    text: str, base: datetime, *, times: bool = True, english: bool = False
+) -> tuple[datetime, datetime] | None:
     """The day, month or year a phrase names outright ("5 March 2024", "March 2024", "May 8,
     2023 14:00"): the phrase means the same period whatever ``now`` is (read against ``base``
     and a year and more before it) and dateparser gives its granularity. None for a relative
@@ -408,7 +416,8 @@ def _named_period(text: str, base: datetime, *, times: bool = True) -> tuple[dat
             "PREFER_MONTH_OF_YEAR": "first",
         }
         try:
-            data = DateDataParser(settings=settings).get_date_data(text)
+            parser = DateDataParser(languages=["en"] if english else None, settings=settings)
+            data = parser.get_date_data(text)
         except (ValueError, OverflowError):
             return None, None
         return data.date_obj, data.period

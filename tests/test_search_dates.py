@@ -35,6 +35,7 @@ def d(*args: int) -> datetime:
         # a named month, a week either side
         ("What cake did she make in May 2022?", (d(2022, 4, 24), d(2022, 6, 8))),
         ("dec. 2023", (d(2023, 11, 24), d(2024, 1, 8))),
+        ("MAY 2023", (d(2023, 4, 24), d(2023, 6, 8))),
         ("what about 2023-05?", (d(2023, 4, 24), d(2023, 6, 8))),
         # several: one window spanning them
         ("trips between 1 May 2022 and 3 June 2022", (d(2022, 4, 30), d(2022, 6, 5))),
@@ -59,6 +60,8 @@ def test_a_named_day_or_month_is_a_window(query: str, expected: tuple[datetime, 
         "on 2023-02-30",
         "I may 2023 call",  # "may" is the month only as "May"
         "phone 2023-05-0412",  # digits, not a date
+        "We will march 2023 miles",  # "march" the verb: a month only as "March"
+        "June 1900 and June 2099",  # dates two centuries apart name no one time
         "ISBN 978-2023-05-04",
     ],
 )

@@ -301,6 +301,22 @@ def test_the_answer_to_a_matching_question_inherits_its_relevance(store) -> None
     assert got[ids[1]].relevance_score >= 0.9 * got[ids[0]].relevance_score - 1e-9
     # a reply to a statement inherits nothing: "That is great to hear." stays where it was
     assert on.index(ids[2]) >= off.index(ids[2]) - 1
+    # a question mark that ends no sentence (a URL's) asks nothing
+    url = store.add_many(
+        [
+            {"content": "see https://example.com/log?user=john for how often John works out"},
+            {"content": "the boiler needs servicing"},
+        ],
+        user_id="u",
+        session_id="links",
+        to_stm=False,
+    )
+    plain = {
+        r.id: r.relevance_score
+        for r in store.search(query, user_id="u", limit=20, touch=False, ranking={"answer_weight": 0})
+    }
+    asked = {r.id: r.relevance_score for r in store.search(query, user_id="u", limit=20, touch=False)}
+    assert asked.get(url[1]) == pytest.approx(plain.get(url[1])) if url[1] in plain else url[1] not in asked
     # the answer joins only when it passes the search's conditions
     hidden = store.search(
         query,
@@ -310,6 +326,27 @@ def test_the_answer_to_a_matching_question_inherits_its_relevance(store) -> None
         where_filter={"content": {"$ne": "John: Three times a week, it keeps us on track."}},
     )
     assert ids[1] not in [r.id for r in hidden]
+
+
+def test_an_answer_kept_in_short_term_memory_alone_is_not_passed_over(store) -> None:  # noqa: ANN001
+    # the question's next long-term note is not its answer when the answer sits in STM alone
+    q = store.add("Maria: How often do you all work out together?", user_id="u", session_id="chat",
+                  time="2024-01-01T10:00:00Z", to_stm=False)  # fmt: skip
+    a = store.add("John: Three times a week, it keeps us on track.", user_id="u", session_id="chat",
+                  time="2024-01-01T10:00:01Z", to_stm=True, to_ltm=False)  # fmt: skip
+    c = store.add("Maria: nice weather on the lake today.", user_id="u", session_id="chat",
+                  time="2024-01-01T10:00:02Z", to_stm=False)  # fmt: skip
+    query = "How often does John work out with his family?"
+
+    def rel(ranking: dict) -> dict[str, float]:
+        return {
+            r.id: r.relevance_score
+            for r in store.search(query, user_id="u", limit=5, touch=False, ranking=ranking)
+        }
+
+    off, on = rel({"answer_weight": 0}), rel({})
+    assert q in on and a in on
+    assert on.get(c) == pytest.approx(off.get(c)) if c in off else c not in on
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,9 @@
 -- v12 (Alembic 0034): in a conversation the answer to a question is the turn after it, and it
 -- often shares no word with the question ("How often do you all work out together?" - "Three
 -- times a week; it keeps us on track."): a search whose best match is the question should find
--- the answer too. A long-term candidate that asks (its text contains '?') brings its next note
--- of the session into the candidates (when that note passes the search's conditions, as the
+-- the answer too. A long-term candidate that asks (a question mark ends a sentence of its text)
+-- brings its next note of the session (long-term; none kept in short-term memory alone between
+-- them) into the candidates (when that note passes the search's conditions, as the
 -- expansion's notes must), and that note's relevance is at least p_ranking.answer_weight (0.9;
 -- 0 = off) times the question's, after smoothing: relevance = max(relevance, answer_weight *
 -- relevance of the previous note when it asks). LoCoMo dev R@5 / R@10 69.6 / 79.6 without, see
@@ -353,12 +354,25 @@ BEGIN
         FROM pool_ranked ps JOIN pool p ON p.id = ps.id CROSS JOIN bounds b CROSS JOIN fusion fu
     ),
     -- the long-term candidates with their session neighbours (found in step 1), and whether
-    -- each asks (its text holds a '?': its next note is its answer; v12)
+    -- each asks (v12): its text holds a question mark that ends a sentence (followed by a space,
+    -- a closing quote or bracket, '!' or the end; not a URL's), and its next long-term note is the
+    -- next note of its session (no note kept in short-term memory alone lies between them, the
+    -- answer that would be)
     ordered AS MATERIALIZED (
         SELECT pr.id, pr.rel, p.prev_id, p.prev_ok, p.next_id, p.next_ok, coalesce(q.asks, false) AS asks
         FROM pool_rel pr JOIN pool p ON p.id = pr.id
         LEFT JOIN LATERAL (
-            SELECT strpos(n.content, '?') > 0 AS asks FROM cortex.notes n
+            SELECT CASE WHEN p.next_id IS NULL OR n.content !~ '\?([[:space:]"'')\]!]|$)' THEN false
+                        ELSE NOT EXISTS (
+                            SELECT 1 FROM cortex.stm_notes s
+                            JOIN cortex.notes a ON a.user_id = p_user_id AND a.id = p.next_id
+                            WHERE s.user_id = p_user_id AND s.session_id = n.session_id
+                              AND s.created_at >= n.created_at AND s.created_at <= a.created_at
+                              AND s.id <> n.id AND s.id <> a.id
+                              AND NOT EXISTS (SELECT 1 FROM cortex.notes l
+                                              WHERE l.user_id = p_user_id AND l.id = s.id))
+                   END AS asks
+            FROM cortex.notes n
             WHERE v_answer_weight > 0 AND n.user_id = p_user_id AND n.id = pr.id LIMIT 1) q ON true
         WHERE p.in_ltm
     ),
