@@ -201,7 +201,9 @@ def query_date_window(query: str) -> tuple[datetime, datetime] | None:
         kind = "month" if match.group("month") else "day"
         phrase = match.group("month") or match.group("day") or match.group("day_time")
         try:
-            period = _iso_period(phrase) if phrase[:4].isdigit() else _named_period(phrase, base, english=True)
+            period = (
+                _iso_period(phrase) if phrase[:4].isdigit() else _named_period(phrase, base, english=True)
+            )
         except (ValidationError, OverflowError):
             continue
         if period is None:

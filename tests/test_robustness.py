@@ -154,3 +154,9 @@ def test_cli_input_errors_are_one_line(db_url, tmp_path):
     assert r.exit_code == 1
     r = runner.invoke(app, ["--embedder", "hashing", "stats", "--json"], env=env)
     assert r.exit_code == 0  # the refused downgrade left the schema in place
+    r = runner.invoke(app, ["db", "downgrade", "-1", "--yes"], env=env)  # a relative target, as its help says
+    assert r.exit_code == 0, r.stderr
+    r = runner.invoke(app, ["db", "current"], env=env)
+    before_head = r.stdout
+    r = runner.invoke(app, ["db", "upgrade"], env=env)
+    assert r.exit_code == 0 and runner.invoke(app, ["db", "current"], env=env).stdout != before_head

@@ -27,7 +27,8 @@ def db_upgrade(ctx: typer.Context, revision: str = typer.Argument("head")) -> No
         engine.dispose()
 
 
-@app.command("downgrade")
+# (a relative target such as -1 is an argument, not an unknown option)
+@app.command("downgrade", context_settings={"ignore_unknown_options": True})
 @handle_errors
 def db_downgrade(
     ctx: typer.Context,
