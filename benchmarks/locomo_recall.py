@@ -148,6 +148,14 @@ def main(argv: list[str] | None = None) -> int:
         help="a .npz file of vectors by text hash: reused and extended, so later runs embed nothing",
     )
     args = ap.parse_args(argv)
+    if args.ranking is not None:
+        from cortex_pg.errors import ValidationError
+        from cortex_pg.store.ranking import Ranking
+
+        try:
+            Ranking.parse(args.ranking)
+        except ValidationError as exc:
+            ap.error(f"--ranking: {exc}")
 
     conversations = list(read_locomo(args.path))[: args.limit_conversations]
     tmp = None

@@ -154,6 +154,8 @@ def test_cli_input_errors_are_one_line(db_url, tmp_path):
     assert r.exit_code == 1
     r = runner.invoke(app, ["--embedder", "hashing", "stats", "--json"], env=env)
     assert r.exit_code == 0  # the refused downgrade left the schema in place
+    r = runner.invoke(app, ["db", "downgrade", "--force"], env=env, input="y\n")  # a mistyped option
+    assert r.exit_code == 2 and "--force" in r.stderr
     r = runner.invoke(app, ["db", "downgrade", "-1", "--yes"], env=env)  # a relative target, as its help says
     assert r.exit_code == 0, r.stderr
     r = runner.invoke(app, ["db", "current"], env=env)

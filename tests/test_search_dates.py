@@ -170,3 +170,15 @@ def test_the_async_store_ranks_dates_alike(db_url: str) -> None:
         ids = _fill(sync)
         expected = [r.id for r in sync.search(QUERY, user_id="u", limit=4, touch=False)]
     assert asyncio.run(main()) == expected and expected[0] in (ids[0], ids[1])
+
+
+def test_calute_long_term_memory_weighs_the_named_day_alike(store: MemoryStore) -> None:
+    from cortex_pg.compat.calute import LongTermMemory
+
+    ltm = LongTermMemory(store=store, user_id="u", session_id="s")
+    for t, c in NOTES:
+        ltm.save(c, time=t)
+    found = ltm.search(QUERY, limit=4)
+    assert found[0].content == NOTES[0][1]  # the named day's cooking note
+    undated = ltm.search("What dish did Nate cook?", limit=4)
+    assert undated[0].content == NOTES[2][1]  # without the date: the better match of 20 November

@@ -349,6 +349,26 @@ def test_an_answer_kept_in_short_term_memory_alone_is_not_passed_over(store) -> 
     assert on.get(c) == pytest.approx(off.get(c)) if c in off else c not in on
 
 
+def test_a_short_term_note_of_the_same_instant_does_not_block_the_answer(store) -> None:  # noqa: ANN001
+    # day-granular times: a note kept in STM alone, of the same day as the question and its
+    # answer, was not made between them (the tiers' insertion orders cannot say it was)
+    store.add("Note kept in STM only: the parking lot is full.", user_id="u", session_id="s",
+              time="2023-05-07", to_stm=True, to_ltm=False)  # fmt: skip
+    q, a, _ = store.add_many(
+        [
+            {"content": "Caroline: How often do you all work out together?", "time": "2023-05-07"},
+            {"content": "Melanie: Three times a week, it keeps us on track.", "time": "2023-05-07"},
+            {"content": "Caroline: I painted a sunset by the lake.", "time": "2023-05-08"},
+        ],
+        user_id="u",
+        session_id="s",
+        to_stm=False,
+    )
+    got = {r.id: r for r in store.search("How often do they work out together?", user_id="u",
+                                          memory_source="ltm", limit=3, touch=False)}  # fmt: skip
+    assert got[a].relevance_score >= 0.9 * got[q].relevance_score - 1e-9
+
+
 @pytest.mark.parametrize(
     ("ranking", "field"),
     [

@@ -40,6 +40,9 @@ def db_downgrade(
     """Migrate the schema down to REVISION (``base`` removes every cortex table and its data)."""
     from cortex_pg.db import migrate
 
+    if revision.startswith("--"):  # an option mistyped, taken for the target (-1 is one)
+        raise typer.BadParameter(f"no such option: {revision}", param_hint="REVISION")
+
     if not yes and not typer.confirm(f"Downgrade to {revision}? Tables removed on the way lose their data."):
         raise typer.Exit(1)
 

@@ -2,7 +2,8 @@
 ``answer_weight`` since v12).
 
 The defaults are the library's ranking, chosen on LoCoMo dev conversations (see
-``sql/functions/search_notes/v9.sql`` for each constant's measured range); a caller overrides
+``sql/functions/search_notes/v9.sql`` and README "Benchmarks" for each constant's measured
+range); a caller overrides
 any of them per search (``MemoryStore.search(..., ranking={...})``), e.g. to reproduce the
 reference rankings of ``benchmarks/locomo_recall.py``.
 """
@@ -48,18 +49,20 @@ class Ranking:
             0..50.
         rrf_k: k of reciprocal rank fusion, 1..10000 (used with ``fusion="rrf"``).
         answer_weight: the share of a question's relevance its answer takes, in [0, 1]: a
-            candidate whose text holds a '?' brings its next note of the session (the answer)
-            into the candidates, scored at least ``answer_weight`` times the question's
-            relevance (after smoothing). 0 = off.
+            long-term candidate whose text has a question mark ending a sentence (not a URL's)
+            brings its next long-term note of the session (the answer; none kept in short-term
+            memory alone made between them) into the candidates, scored at least
+            ``answer_weight`` times the question's relevance (after smoothing). 0 = off.
         date_weight: weight of the dates a query names, in [0, 1]. When the query names a day
             or a month with its year ("on 9 November, 2022", "in May 2023";
             :func:`cortex_pg.temporal.query_date_window`, widened by a day or a week) and that
             window meets the search's own, the search runs within the window and without it,
             and a note of the window scores ``(1 - date_weight) * score + date_weight`` (its
             score in the window's search), any other ``(1 - date_weight) * score``: the named
-            time's best note comes first, and a strong match from another time can still pass
-            its weaker ones. 0 = off (one search, dates read as words only). Applied by the library's search statement,
-            not by ``cortex.search_notes``.
+            time's best note usually comes first (a ``context``, a ``temporal_weight`` or the
+            entity signal can still move it down), and a strong match from another time can
+            still pass its weaker ones. 0 = off (one search, dates read as words only). Applied
+            by the library's search statement, not by ``cortex.search_notes``.
     """
 
     fusion: str = "score"

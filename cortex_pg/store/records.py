@@ -48,13 +48,14 @@ class SearchResult:
     """A note returned by :meth:`MemoryStore.search`, with its scores.
 
     Attributes:
-        score: final score, ``(1 - w) * relevance_score + w * recency_score``; higher is better,
-            in [0, 1]. When the query names a day or month (``Ranking.date_weight`` d > 0), that
-            score times ``1 - d``, plus ``d`` for a note of the named window.
+        score: final score, ``(1 - w) * relevance_score + w * recency_score``; higher is better.
+            When the query names a day or month (``Ranking.date_weight`` d > 0), that score
+            times ``1 - d``, plus ``d`` for a note of the named window.
         relevance_score: normalised-score fusion of the vector and BM25 scores, smoothed with the
-            note's session neighbours (``search_notes`` v5 and later), an answer at least 0.9 of
-            its question's (v12), in [0, 1]; for a note of a query's named window, its relevance
-            among the window's candidates.
+            note's session neighbours (``search_notes`` v5 and later), an answer at least
+            ``Ranking.answer_weight`` of its question's (v12), in [0, 1]; for a note of a query's
+            named window, its relevance among the window's candidates (and its ``vector_rank`` /
+            ``text_rank`` are ranks among those: in a dated search a rank may repeat).
         semantic_score: ``(1 - c) * w * cos(query, text) + c * cos(query, context)``: the
             note's text embedding (its best window) weighed by the length prior
             ``w = min(1, sqrt(dl / 24))`` for a note of ``dl`` distinct lexemes, and its context

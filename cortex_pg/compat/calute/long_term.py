@@ -6,7 +6,8 @@ Search score (calute's weights, computed in SQL over the hybrid candidates)::
 
 with ``relevance`` the store's hybrid relevance in [0, 1] (score fusion of the vector and BM25
 scores over the query's candidates, smoothed with session neighbours; README "How search
-scores") and ``age_days`` measured from the item's own time (an item dated in the future has
+scores"; for a query that names a day or month, ``0.7 * relevance + 0.3`` for an item of that
+time and ``0.7 * relevance`` for the others, as the store's named dates) and ``age_days`` measured from the item's own time (an item dated in the future has
 recency 1, as one written now).
 
 Cleanup (SQL, under the scope's advisory lock) runs before each save when the scope holds
@@ -37,6 +38,8 @@ from cortex_pg.errors import ValidationError, translate_db_errors
 from cortex_pg.store import MemoryStore
 from cortex_pg.store import sql as store_sql
 from cortex_pg.store.memory_store import facade_store, note_from_row, validation, vector_literal
+from cortex_pg.store.ranking import Ranking
+from cortex_pg.temporal import query_date_window
 
 MEMORY_TYPE = "long_term"
 
@@ -203,6 +206,13 @@ class LongTermMemory(ShelfBacked):
             "model": self.store.embedder.name,
             "retention_days": self.retention_days,
         }
+        # a query naming a day or month: its notes first, as MemoryStore.search ranks them
+        named = query_date_window(query)
+        params.update(
+            focus_from=named[0] if named else None,
+            focus_to=named[1] if named else None,
+            date_weight=Ranking().date_weight if named else 0.0,
+        )
         with translate_db_errors(), self.store.engine.begin() as conn:
             rows = conn.execute(text(sql.LTM_SEARCH), params).mappings().all()
         return [item_from_note(note_from_row(r), float(r["ltm_score"]), access_bump=1) for r in rows]

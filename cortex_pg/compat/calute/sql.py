@@ -61,22 +61,41 @@ HOLDS_TEXT = (
     "AND n.content_hash = :h {live})"
 )
 
-# hybrid search of the LTM shelf, re-scored with importance and recency (weights above)
-LTM_SEARCH = (
-    """
-WITH hits AS MATERIALIZED (
-    SELECT * FROM cortex.search_notes(
+# hybrid search of the LTM shelf, re-scored with importance and recency (weights above); a
+# query that names a day or month (:focus_from, :focus_to; NULL for none) is searched within it
+# too, and a note of that window weighs (1 - :date_weight) * relevance + :date_weight, any other
+# (1 - :date_weight) * relevance (as MemoryStore.search's named dates)
+_LTM_CALL = """cortex.search_notes(
         p_user_id => :user_id,
         p_query_embedding => CAST(:embedding AS vector),
         p_query_text => :query,
         p_limit => :pool,
+        p_date_from => {date_from},
+        p_date_to => {date_to},
         p_filter => CAST(:filter AS jsonb),
         p_session_id => :session_id,
         p_memory_source => 'ltm',
-        p_model => :model)
+        p_model => :model)"""
+LTM_SEARCH = (
+    """
+WITH dated AS MATERIALIZED (
+    SELECT * FROM """
+    + _LTM_CALL.format(date_from="CAST(:focus_from AS timestamptz)", date_to="CAST(:focus_to AS timestamptz)")
+    + """
+    WHERE CAST(:focus_from AS timestamptz) IS NOT NULL
+), whole AS MATERIALIZED (
+    SELECT * FROM """
+    + _LTM_CALL.format(date_from="NULL", date_to="NULL")
+    + """
+), hits AS MATERIALIZED (
+    SELECT d.*, (1 - CAST(:date_weight AS float8)) * d.relevance_score + CAST(:date_weight AS float8) AS rel
+    FROM dated d
+    UNION ALL
+    SELECT w.*, (1 - CAST(:date_weight AS float8)) * w.relevance_score
+    FROM whole w WHERE w.id NOT IN (SELECT d.id FROM dated d)
 ), scored AS (
     SELECT h.*, """
-    + LTM_SCORE.format(rel="h.relevance_score", a="h")
+    + LTM_SCORE.format(rel="h.rel", a="h")
     + """ AS ltm_score FROM hits h
 ), top AS (
     SELECT * FROM scored ORDER BY ltm_score DESC, id LIMIT :limit

@@ -356,8 +356,9 @@ BEGIN
     -- the long-term candidates with their session neighbours (found in step 1), and whether
     -- each asks (v12): its text holds a question mark that ends a sentence (followed by a space,
     -- a closing quote or bracket, '!' or the end; not a URL's), and its next long-term note is the
-    -- next note of its session (no note kept in short-term memory alone lies between them, the
-    -- answer that would be)
+    -- next note of its session (no note kept in short-term memory alone was made strictly between
+    -- them, the answer that would be; the tiers' insertion orders are not comparable, so a note
+    -- of the same instant as either does not count)
     ordered AS MATERIALIZED (
         SELECT pr.id, pr.rel, p.prev_id, p.prev_ok, p.next_id, p.next_ok, coalesce(q.asks, false) AS asks
         FROM pool_rel pr JOIN pool p ON p.id = pr.id
@@ -367,8 +368,7 @@ BEGIN
                             SELECT 1 FROM cortex.stm_notes s
                             JOIN cortex.notes a ON a.user_id = p_user_id AND a.id = p.next_id
                             WHERE s.user_id = p_user_id AND s.session_id = n.session_id
-                              AND s.created_at >= n.created_at AND s.created_at <= a.created_at
-                              AND s.id <> n.id AND s.id <> a.id
+                              AND s.created_at > n.created_at AND s.created_at < a.created_at
                               AND NOT EXISTS (SELECT 1 FROM cortex.notes l
                                               WHERE l.user_id = p_user_id AND l.id = s.id))
                    END AS asks
