@@ -175,6 +175,12 @@ QUERY_DATE_SPANS = 8
 QUERY_DATE_SPREAD = timedelta(days=93)
 
 
+def names_a_year(query: str) -> bool:
+    """Whether ``query`` holds a year of four digits (1800-2999): only then can
+    :func:`query_date_window` find a window (a cheap test before it)."""
+    return bool(_YEAR_RE.search(query or ""))
+
+
 def query_date_window(query: str) -> tuple[datetime, datetime] | None:
     """The days and months a query names outright, with their year, as one UTC window.
 
@@ -193,7 +199,7 @@ def query_date_window(query: str) -> tuple[datetime, datetime] | None:
     Returns:
         ``(start, end)``, aware UTC, start < end; None when the query names no day or month.
     """
-    if not _YEAR_RE.search(query or ""):
+    if not names_a_year(query):
         return None
     base = datetime.now(UTC)
     windows: list[tuple[datetime, datetime]] = []

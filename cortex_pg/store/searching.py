@@ -16,7 +16,7 @@ from cortex_pg.store import sql, validation
 from cortex_pg.store.ranking import Ranking
 from cortex_pg.store.records import SearchResult
 from cortex_pg.store.rows import result_from_row, tenant_scoped, vector_literal
-from cortex_pg.temporal import parse_instant, query_date_window, without_temporal_keywords
+from cortex_pg.temporal import names_a_year, parse_instant, query_date_window, without_temporal_keywords
 
 _DEFAULT_RANKING = Ranking().to_json()
 
@@ -221,7 +221,9 @@ class NoteSearch:
             "ranking": None if rank.to_json() == _DEFAULT_RANKING else rank.to_json(),
         }
         statement = sql.SEARCH
-        named = query_date_window(query) if rank.date_weight > 0 else None
+        named = None
+        if rank.date_weight > 0 and names_a_year(query):  # (dateparser reads it off the event loop)
+            named = yield Blocking(query_date_window, (query,))
         if named is not None:
             # the query's named window, within the caller's own (none left: one search)
             focus_from = max(named[0], d_from) if d_from else named[0]

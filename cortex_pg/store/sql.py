@@ -235,24 +235,19 @@ WITH dated AS MATERIALIZED (
     SELECT * FROM {_SEARCH_CALL.format(date_from=":focus_from", date_to=":focus_to")}
 ), whole AS MATERIALIZED (
     SELECT * FROM {_SEARCH_CALL.format(date_from=":date_from", date_to=":date_to")}
+), both_searches AS (
+    SELECT d.*, 1 AS in_window FROM dated d
+    UNION ALL
+    SELECT w.*, 0 FROM whole w WHERE w.id NOT IN (SELECT d.id FROM dated d)
 ), hits AS MATERIALIZED (
-    SELECT f.* FROM (
-        SELECT d.id, d.user_id, d.session_id, d.memory_tier, d.content, d.keywords, d.tags, d.context,
-               d.category, d.memory_type, d.metadata, d.importance, d.created_at, d.updated_at,
-               d.last_accessed_at, d.access_count,
-               (1 - CAST(:date_weight AS float8)) * d.score + CAST(:date_weight AS float8) AS score,
-               d.relevance_score, d.semantic_score, d.distance, d.text_score, d.recency_score,
-               d.vector_rank, d.text_rank, d.context_score, d.entity_score, d.entity_rank
-        FROM dated d
-        UNION ALL
-        SELECT w.id, w.user_id, w.session_id, w.memory_tier, w.content, w.keywords, w.tags, w.context,
-               w.category, w.memory_type, w.metadata, w.importance, w.created_at, w.updated_at,
-               w.last_accessed_at, w.access_count,
-               (1 - CAST(:date_weight AS float8)) * w.score,
-               w.relevance_score, w.semantic_score, w.distance, w.text_score, w.recency_score,
-               w.vector_rank, w.text_rank, w.context_score, w.entity_score, w.entity_rank
-        FROM whole w WHERE w.id NOT IN (SELECT d.id FROM dated d)) f
-    ORDER BY f.score DESC, f.id
+    SELECT b.id, b.user_id, b.session_id, b.memory_tier, b.content, b.keywords, b.tags, b.context,
+           b.category, b.memory_type, b.metadata, b.importance, b.created_at, b.updated_at,
+           b.last_accessed_at, b.access_count,
+           (1 - CAST(:date_weight AS float8)) * b.score + CAST(:date_weight AS float8) * b.in_window AS score,
+           b.relevance_score, b.semantic_score, b.distance, b.text_score, b.recency_score,
+           b.vector_rank, b.text_rank, b.context_score, b.entity_score, b.entity_rank
+    FROM both_searches b
+    ORDER BY score DESC, b.id  -- (the output column: the fused score)
     LIMIT :limit
 ), {_TOUCHED}
 SELECT h.* FROM hits h CROSS JOIN touched ORDER BY h.score DESC, h.id
