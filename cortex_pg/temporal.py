@@ -163,10 +163,11 @@ _MONTH = (
 _YEAR = r"(?:1[89]|2\d)\d\d"
 _DAY = r"\d{1,2}(?i:st|nd|rd|th)?"
 # the spans that name a day or a month with its year: "9 November, 2022", "the 9th of November
-# 2022", "November 9, 2022", "2022-11-09" (a time may follow), "November 2022", "2022-11"
+# 2022", "November 9, 2022", "2022-11-09", "November 2022", "2022-11", and an ISO day with its
+# time ("2022-11-09T18:00", the last alternative)
 _DATE_SPAN_RE = re.compile(
     rf"(?<![\w.-])(?:(?P<day>{_DAY}\s+(?i:of\s+)?{_MONTH},?\s*{_YEAR}|{_MONTH}\s+{_DAY},?\s*{_YEAR}"
-    rf"|{_YEAR}-\d\d-\d\d(?=T|[^\w-]|$))|(?P<month>{_MONTH},?\s+{_YEAR}|{_YEAR}-\d\d))(?![\w-])"
+    rf"|{_YEAR}-\d\d-\d\d)|(?P<month>{_MONTH},?\s+{_YEAR}|{_YEAR}-\d\d))(?![\w-])"
     rf"|(?<![\w.-])(?P<day_time>{_YEAR}-\d\d-\d\d)T\d"
 )
 #: at most this many date spans of a query are read (each is a dateparser call)

@@ -7,7 +7,8 @@ Search score (calute's weights, computed in SQL over the hybrid candidates)::
 with ``relevance`` the store's hybrid relevance in [0, 1] (score fusion of the vector and BM25
 scores over the query's candidates, smoothed with session neighbours; README "How search
 scores"; for a query that names a day or month, ``0.7 * relevance + 0.3`` for an item of that
-time and ``0.7 * relevance`` for the others, as the store's named dates) and ``age_days`` measured from the item's own time (an item dated in the future has
+time and ``0.7 * relevance`` for the others, as the store's named dates) and ``age_days``
+measured from the item's own time (an item dated in the future has
 recency 1, as one written now).
 
 Cleanup (SQL, under the scope's advisory lock) runs before each save when the scope holds
