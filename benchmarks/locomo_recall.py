@@ -50,6 +50,8 @@ from cortex_pg.store import MemoryStore
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 
 _NO_NEIGHBOURS = {"smoothing_prev": 0, "smoothing_next": 0, "expansion": 0, "answer_weight": 0}
+#: the levers a reference ranking (one ranker alone, plain RRF) leaves out besides the neighbours
+_NO_PRIORS = {"date_weight": 0, "speaker_weight": 0}
 #: rows of ``--ablation``: (name, ranking); the levers of the default ranking are documented in
 #: sql/functions/search_notes/v9.sql
 ABLATION: list[tuple[str, dict]] = [
@@ -62,15 +64,16 @@ ABLATION: list[tuple[str, dict]] = [
     ("- smoothing, expansion, answers", _NO_NEIGHBOURS),
     ("- query dates", {"date_weight": 0}),
     ("- query dates and answers", {"date_weight": 0, "answer_weight": 0}),
+    ("- speaker named", {"speaker_weight": 0}),
     ("RRF instead of score fusion", {"fusion": "rrf"}),
     (
         "MiniLM alone (cosine)",
-        {"vector_weight": 1, "context_weight": 0, "length_prior": 0, "date_weight": 0, **_NO_NEIGHBOURS},
+        {"vector_weight": 1, "context_weight": 0, "length_prior": 0, **_NO_PRIORS, **_NO_NEIGHBOURS},
     ),
-    ("BM25 alone", {"vector_weight": 0, "date_weight": 0, **_NO_NEIGHBOURS}),
+    ("BM25 alone", {"vector_weight": 0, **_NO_PRIORS, **_NO_NEIGHBOURS}),
     (
         "plain RRF (MiniLM + BM25)",
-        {"fusion": "rrf", "context_weight": 0, "length_prior": 0, "date_weight": 0, **_NO_NEIGHBOURS},
+        {"fusion": "rrf", "context_weight": 0, "length_prior": 0, **_NO_PRIORS, **_NO_NEIGHBOURS},
     ),
 ]
 #: the best retriever of the LoCoMo paper (Maharana et al. 2024, Table 3: DRAGON over dialog

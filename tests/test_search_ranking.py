@@ -47,6 +47,7 @@ def _fill(store: MemoryStore) -> None:
         ({"length_prior": float("nan")}, "ranking.length_prior"),
         ({"rrf_k": 0}, "ranking.rrf_k"),
         ({"answer_weight": 1.5}, "ranking.answer_weight"),
+        ({"speaker_weight": -0.1}, "ranking.speaker_weight"),
         ({"date_weight": -1}, "ranking.date_weight"),
         ([("fusion", "rrf")], "ranking"),
     ],
@@ -74,6 +75,7 @@ def test_a_ranking_built_directly_is_checked_alike() -> None:
         '{"expansion": 1.5}',
         "[1]",
         '{"rrf_k": "60"}',
+        '{"speaker_weight": 1.5}',
     ],
 )
 def test_plain_sql_refuses_a_bad_ranking(store, p_ranking) -> None:  # noqa: ANN001

@@ -1,5 +1,5 @@
 """The constants of the search ranking (``cortex.search_notes`` v8 and later, its ``p_ranking`` argument;
-``answer_weight`` since v12).
+``answer_weight`` since v12, ``speaker_weight`` since v13).
 
 The defaults are the library's ranking, chosen on LoCoMo dev conversations (see
 ``sql/functions/search_notes/v9.sql`` and README "Benchmarks" for each constant's measured
@@ -53,6 +53,14 @@ class Ranking:
             brings its next long-term note of the session (the answer; none kept in short-term
             memory alone made between them) into the candidates, scored at least
             ``answer_weight`` times the question's relevance (after smoothing). 0 = off.
+        speaker_weight: the weight of a note's speaker being named by the query, in [0, 1]: a
+            note's speaker is its ``metadata["speaker"]`` (the conversation ingest writes it for
+            each turn), named when its words (lower case, letters and digits) appear in a row
+            among the query's ("What does Melanie's son like?" names ``"Melanie"``). When the
+            query names the speaker of a candidate, relevance becomes ``(relevance +
+            speaker_weight * named) / (1 + speaker_weight)`` (named 1 or 0), after the
+            smoothing and the answer rule: a question about a person is mostly answered by
+            what that person said. 0 = off.
         date_weight: weight of the dates a query names, in [0, 1]. When the query names a day
             or a month with its year ("on 9 November, 2022", "in May 2023";
             :func:`cortex_pg.temporal.query_date_window`, widened by a day or a week) and that
@@ -74,6 +82,7 @@ class Ranking:
     expansion: int = 5
     rrf_k: float = 60.0
     answer_weight: float = 0.9
+    speaker_weight: float = 0.08
     date_weight: float = 0.3
 
     def __post_init__(self) -> None:
@@ -121,6 +130,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "expansion": (0, 50),
     "rrf_k": (1, 10000),
     "answer_weight": (0, 1),
+    "speaker_weight": (0, 1),
     "date_weight": (0, 1),
 }
 

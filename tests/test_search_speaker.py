@@ -1,0 +1,112 @@
+"""search_notes v13: a note said by a person the query names gains relevance
+(``Ranking.speaker_weight``): the rule for what names a speaker, the formula, and what it leaves
+alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from cortex_pg.store import MemoryStore
+
+W = 0.08  # the default speaker_weight
+
+
+def _turns(store: MemoryStore, user: str = "u") -> dict[str, str]:
+    """Two speakers who both went camping; Caroline's turn matches a camping question better by
+    its words, Melanie's is the one a question about Melanie wants."""
+    ids = store.add_many(
+        [
+            {"content": "Camping at the beach, camping in the forest: camping every summer!",
+             "metadata": {"speaker": "Caroline"}, "session_id": "s1"},
+            {"content": "We camped by the lake once, it rained.",
+             "metadata": {"speaker": "Melanie"}, "session_id": "s2"},
+            {"content": "The new bakery sells rye bread.", "metadata": {"speaker": "Mary Ann"},
+             "session_id": "s3"},
+            {"content": "Tax forms are due in April.", "session_id": "s4"},
+        ],
+        user_id=user,
+        to_stm=False,
+    )  # fmt: skip
+    return dict(zip(("caroline", "melanie", "mary_ann", "nobody"), ids, strict=True))
+
+
+def _relevance(store: MemoryStore, query: str, ranking: dict | None = None, **kw) -> dict[str, float]:  # noqa: ANN003
+    return {
+        r.id: r.relevance_score
+        for r in store.search(query, user_id="u", limit=10, touch=False, ranking=ranking, **kw)
+    }
+
+
+def test_the_named_speakers_note_passes_a_better_worded_one(store) -> None:  # noqa: ANN001
+    ids = _turns(store)
+    query = "Where did Melanie go camping?"
+    off = [
+        r.id for r in store.search(query, user_id="u", limit=4, touch=False, ranking={"speaker_weight": 0})
+    ]
+    assert off.index(ids["caroline"]) < off.index(ids["melanie"])  # by its words alone
+    on = [r.id for r in store.search(query, user_id="u", limit=4, touch=False, ranking={"speaker_weight": 1})]
+    assert on[0] == ids["melanie"]
+
+
+def test_relevance_follows_the_documented_formula(store) -> None:  # noqa: ANN001
+    ids = _turns(store)
+    query = "What does Melanie's family do in summer?"  # a possessive names the speaker
+    off = _relevance(store, query, {"speaker_weight": 0})
+    on = _relevance(store, query)
+    assert set(on) == set(off)
+    for nid, r in off.items():
+        named = nid == ids["melanie"]
+        assert on[nid] == pytest.approx((r + W * named) / (1 + W), abs=1e-9)
+    assert all(0 <= r <= 1 for r in on.values())
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "Where did Mel go camping?",  # part of a name names nobody
+        "Where did Ann buy bread?",  # one word of a two-word name
+        "Where did Melanies go camping?",  # another word
+        "Where did you go camping?",
+    ],
+)
+def test_a_query_that_names_no_speaker_ranks_as_without_the_rule(store, query) -> None:  # noqa: ANN001
+    _turns(store)
+    assert _relevance(store, query) == pytest.approx(_relevance(store, query, {"speaker_weight": 0}))
+
+
+def test_a_speaker_of_several_words_is_named_by_them_in_a_row(store) -> None:  # noqa: ANN001
+    ids = _turns(store)
+    for query in ("What bread does Mary-Ann like?", "what bread does MARY ANN like"):
+        off = _relevance(store, query, {"speaker_weight": 0})
+        on = _relevance(store, query)
+        assert on[ids["mary_ann"]] == pytest.approx((off[ids["mary_ann"]] + W) / (1 + W))
+    off = _relevance(store, "What bread does Ann Mary like?", {"speaker_weight": 0})
+    assert _relevance(store, "What bread does Ann Mary like?") == pytest.approx(off)
+
+
+def test_a_short_term_notes_speaker_counts_and_other_tenants_do_not_leak(store) -> None:  # noqa: ANN001
+    stm = store.add("We camped by the river.", user_id="u", session_id="chat",
+                    metadata={"speaker": "Melanie"}, to_ltm=False)  # fmt: skip
+    store.add("Camping camping camping, the best camping trip.", user_id="u", session_id="chat2",
+              metadata={"speaker": "Caroline"}, to_ltm=False)  # fmt: skip
+    _turns(store, user="other")  # another tenant's Melanie
+    query = "Where did Melanie go camping?"
+    off = _relevance(store, query, {"speaker_weight": 0}, memory_source="stm")
+    on = _relevance(store, query, memory_source="stm")
+    assert set(on) == set(off) and len(on) == 2  # the tenant's own notes only
+    assert on[stm] == pytest.approx((off[stm] + W) / (1 + W))
+
+
+def test_plain_sql_applies_the_rule_by_default(store) -> None:  # noqa: ANN001
+    from sqlalchemy import text
+
+    ids = _turns(store)
+    sql = text(
+        "SELECT id::text, relevance_score FROM cortex.search_notes('u', NULL, 'Where did Melanie go camping', 10, "
+        "p_ranking => CAST(:r AS jsonb))"
+    )
+    with store.engine.connect() as conn:
+        on = dict(conn.execute(sql, {"r": None}).all())
+        off = dict(conn.execute(sql, {"r": '{"speaker_weight": 0}'}).all())
+    assert on[ids["melanie"]] == pytest.approx((off[ids["melanie"]] + W) / (1 + W))
+    assert on[ids["caroline"]] == pytest.approx(off[ids["caroline"]] / (1 + W))
