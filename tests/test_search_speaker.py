@@ -84,17 +84,42 @@ def test_a_speaker_of_several_words_is_named_by_them_in_a_row(store) -> None:  #
     assert _relevance(store, "What bread does Ann Mary like?") == pytest.approx(off)
 
 
-def test_a_short_term_notes_speaker_counts_and_other_tenants_do_not_leak(store) -> None:  # noqa: ANN001
+def test_a_short_term_notes_speaker_counts(store) -> None:  # noqa: ANN001
     stm = store.add("We camped by the river.", user_id="u", session_id="chat",
                     metadata={"speaker": "Melanie"}, to_ltm=False)  # fmt: skip
     store.add("Camping camping camping, the best camping trip.", user_id="u", session_id="chat2",
               metadata={"speaker": "Caroline"}, to_ltm=False)  # fmt: skip
-    _turns(store, user="other")  # another tenant's Melanie
     query = "Where did Melanie go camping?"
     off = _relevance(store, query, {"speaker_weight": 0}, memory_source="stm")
     on = _relevance(store, query, memory_source="stm")
-    assert set(on) == set(off) and len(on) == 2  # the tenant's own notes only
+    assert set(on) == set(off) and len(on) == 2
     assert on[stm] == pytest.approx((off[stm] + W) / (1 + W))
+
+
+def test_another_tenants_speakers_do_not_count(store) -> None:  # noqa: ANN001
+    # tenant u names no speaker of its own; tenant "other" holds Melanie's turns
+    store.add_many(
+        [{"content": f"Camping trip number {i} at the lake", "session_id": f"s{i}"} for i in range(3)],
+        user_id="u",
+        to_stm=False,
+    )
+    _turns(store, user="other")
+    query = "Where did Melanie go camping?"
+    assert _relevance(store, query) == pytest.approx(_relevance(store, query, {"speaker_weight": 0}))
+
+
+@pytest.mark.parametrize(
+    "speaker",
+    [42, True, ["Melanie"], {"name": "Melanie"}, None, "", "  ", "Melanie" + "!" * 200],
+)
+def test_only_a_short_string_is_a_speaker(store, speaker) -> None:  # noqa: ANN001
+    # a number, a boolean, a list, an object, null, a blank or an over-long value names nobody,
+    # even for a query holding its JSON text
+    store.add("Camping at the lake, 42 true Melanie name.", user_id="u", session_id="s1",
+              metadata={"speaker": speaker}, to_stm=False)  # fmt: skip
+    store.add("We camped by the sea.", user_id="u", session_id="s2", to_stm=False)
+    query = "Is it true that name Melanie, 42, went camping?"
+    assert _relevance(store, query) == pytest.approx(_relevance(store, query, {"speaker_weight": 0}))
 
 
 def test_plain_sql_applies_the_rule_by_default(store) -> None:  # noqa: ANN001

@@ -54,13 +54,17 @@ class Ranking:
             memory alone made between them) into the candidates, scored at least
             ``answer_weight`` times the question's relevance (after smoothing). 0 = off.
         speaker_weight: the weight of a note's speaker being named by the query, in [0, 1]: a
-            note's speaker is its ``metadata["speaker"]`` (the conversation ingest writes it for
-            each turn), named when its words (lower case, letters and digits) appear in a row
-            among the query's ("What does Melanie's son like?" names ``"Melanie"``). When the
-            query names the speaker of a candidate, relevance becomes ``(relevance +
-            speaker_weight * named) / (1 + speaker_weight)`` (named 1 or 0), after the
-            smoothing and the answer rule: a question about a person is mostly answered by
-            what that person said. 0 = off.
+            note's speaker is its ``metadata["speaker"]``, a string of at most 200 characters
+            (the conversation ingest writes it for each turn; any other value is no speaker),
+            named when its words (lower case, letters and digits as the database's
+            ``LC_CTYPE`` classifies them) appear in a row among the query's ("What does
+            Melanie's son like?" names ``"Melanie"``, "Mel" does not; the query's temporal
+            keywords, such as "last", are left out first; a speaker that is a common word,
+            ``"user"``, is named by any query that uses it). When the query names the speaker
+            of a candidate, every candidate's relevance becomes ``(relevance + speaker_weight
+            * named) / (1 + speaker_weight)`` (named 1 or 0), after the smoothing and the answer
+            rule: a question about a person is mostly answered by what that person said. 0 =
+            off.
         date_weight: weight of the dates a query names, in [0, 1]. When the query names a day
             or a month with its year ("on 9 November, 2022", "in May 2023";
             :func:`cortex_pg.temporal.query_date_window`, widened by a day or a week) and that

@@ -53,8 +53,10 @@ class SearchResult:
             times ``1 - d``, plus ``d`` for a note of the named window.
         relevance_score: normalised-score fusion of the vector and BM25 scores, smoothed with the
             note's session neighbours (``search_notes`` v5 and later), an answer at least
-            ``Ranking.answer_weight`` of its question's (v12), raised for a note whose speaker the
-            query names (``Ranking.speaker_weight``, v13), in [0, 1]; for a note of a query's
+            ``Ranking.answer_weight`` of its question's (v12), then, when the query names a
+            candidate's speaker, ``(relevance + w * named) / (1 + w)`` with ``w`` =
+            ``Ranking.speaker_weight`` and named 1 for a note of that speaker, else 0 (v13), in
+            [0, 1]; for a note of a query's
             named window, its relevance among the window's candidates (and its ``vector_rank`` /
             ``text_rank`` are ranks among those: in a dated search a rank may repeat).
         semantic_score: ``(1 - c) * w * cos(query, text) + c * cos(query, context)``: the

@@ -4,10 +4,13 @@
 --
 -- v13 (Alembic 0035): a question about a person is mostly answered by what that person said
 -- ("What activities does Melanie partake in?" - Melanie's turns about pottery, camping and
--- swimming, not her friend's replies). A note's speaker is its metadata's "speaker" (what the
--- conversation ingest writes for each turn); it is named by the query when the speaker's
--- words (lower case, letters and digits, runs of anything else read as one space) appear in
--- the query's words in a row ("Melanie's" names Melanie, "Mel" does not). When the query names
+-- swimming, not her friend's replies). A note's speaker is its metadata's "speaker", a JSON
+-- string of at most 200 characters (what the conversation ingest writes for each turn; any
+-- other value is no speaker); it is named by the query when the speaker's words (lower case,
+-- letters and digits as the database's LC_CTYPE classifies them, runs of anything else read
+-- as one space) appear in a row among p_query_text's words ("Melanie's" names Melanie, "Mel"
+-- does not; a speaker that is a common word, "user", is named by any query using it;
+-- MemoryStore.search sends the query without its temporal keywords). When the query names
 -- the speaker of at least one candidate, each candidate's relevance becomes
 -- (relevance + speaker_weight * named) / (1 + speaker_weight), named 1 or 0, after the
 -- smoothing and the answer rule (so it stays in [0, 1]); otherwise relevance is v12's.
@@ -480,15 +483,20 @@ BEGIN
                         AND position(' ' || sp.words || ' ' IN v_query_words) > 0, false) AS named
         FROM fused f
         LEFT JOIN LATERAL (
-            SELECT s.id, s.created_at, s.model, s.embedding, s.metadata->>'speaker' AS speaker FROM cortex.stm_notes s
+            SELECT s.id, s.created_at, s.model, s.embedding,
+                   CASE WHEN jsonb_typeof(s.metadata->'speaker') = 'string' THEN s.metadata->>'speaker' END AS speaker
+            FROM cortex.stm_notes s
             WHERE s.user_id = p_user_id AND s.id = f.id AND p_memory_source IN ('all', 'stm') LIMIT 1) s ON true
         LEFT JOIN LATERAL (
-            SELECT n.id, n.created_at, n.metadata->>'speaker' AS speaker FROM cortex.notes n
+            SELECT n.id, n.created_at,
+                   CASE WHEN jsonb_typeof(n.metadata->'speaker') = 'string' THEN n.metadata->>'speaker' END AS speaker
+            FROM cortex.notes n
             WHERE n.user_id = p_user_id AND n.id = f.id AND p_memory_source IN ('all', 'ltm')
               AND n.merged_into IS NULL LIMIT 1) n ON true
         CROSS JOIN LATERAL (
-            SELECT btrim(regexp_replace(lower(coalesce(s.speaker, n.speaker, '')), '[^[:alnum:]]+', ' ', 'g'))
-                   AS words) sp
+            SELECT CASE WHEN v_speaker_weight > 0 AND length(coalesce(s.speaker, n.speaker)) <= 200
+                        THEN btrim(regexp_replace(lower(coalesce(s.speaker, n.speaker)), '[^[:alnum:]]+', ' ', 'g'))
+                        ELSE '' END AS words) sp
         WHERE s.id IS NOT NULL OR n.id IS NOT NULL
     ),
     -- (v13) a note said by a person the query names: (relevance + speaker_weight) / (1 +
