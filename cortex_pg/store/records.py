@@ -56,9 +56,9 @@ class SearchResult:
             ``Ranking.answer_weight`` of its question's (v12), then, when the query names a
             candidate's speaker, ``(relevance + w * named) / (1 + w)`` with ``w`` =
             ``Ranking.speaker_weight`` and named 1 for a note of that speaker, else 0 (v13), in
-            [0, 1]; for a note of a query's
-            named window, its relevance among the window's candidates (and its ``vector_rank`` /
-            ``text_rank`` are ranks among those: in a dated search a rank may repeat).
+            [0, 1]; for a note of a query's named window, its relevance among the window's
+            candidates (and its ``vector_rank`` / ``text_rank`` are ranks among those: in a
+            dated search a rank may repeat).
         semantic_score: ``(1 - c) * w * cos(query, text) + c * cos(query, context)``: the
             note's text embedding (its best window) weighed by the length prior
             ``w = min(1, sqrt(dl / 24))`` for a note of ``dl`` distinct lexemes, and its context
