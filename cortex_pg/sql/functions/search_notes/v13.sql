@@ -479,8 +479,7 @@ BEGIN
                               WHERE e.user_id = p_user_id AND e.note_id = f.id AND e.model = v_model
                                 AND e.kind = 'text') END AS ctx,
                -- (v13) the note's speaker is named by the query
-               coalesce(v_speaker_weight > 0 AND sp.words <> ''
-                        AND position(' ' || sp.words || ' ' IN v_query_words) > 0, false) AS named
+               sp.words <> '' AND position(' ' || sp.words || ' ' IN v_query_words) > 0 AS named
         FROM fused f
         LEFT JOIN LATERAL (
             SELECT s.id, s.created_at, s.model, s.embedding,
@@ -493,10 +492,12 @@ BEGIN
             FROM cortex.notes n
             WHERE n.user_id = p_user_id AND n.id = f.id AND p_memory_source IN ('all', 'ltm')
               AND n.merged_into IS NULL LIMIT 1) n ON true
+        -- (the speaker's words, '' for none, an over-long one, or speaker_weight 0)
         CROSS JOIN LATERAL (
-            SELECT CASE WHEN v_speaker_weight > 0 AND length(coalesce(s.speaker, n.speaker)) <= 200
-                        THEN btrim(regexp_replace(lower(coalesce(s.speaker, n.speaker)), '[^[:alnum:]]+', ' ', 'g'))
-                        ELSE '' END AS words) sp
+            SELECT CASE WHEN v_speaker_weight > 0 AND length(x.speaker) <= 200
+                        THEN btrim(regexp_replace(lower(x.speaker), '[^[:alnum:]]+', ' ', 'g'))
+                        ELSE '' END AS words
+            FROM (SELECT coalesce(s.speaker, n.speaker) AS speaker) x) sp
         WHERE s.id IS NOT NULL OR n.id IS NOT NULL
     ),
     -- (v13) a note said by a person the query names: (relevance + speaker_weight) / (1 +
