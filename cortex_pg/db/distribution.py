@@ -72,6 +72,7 @@ DISTRIBUTED_TABLES: tuple[str, ...] = (
     "stm_marks",  # their unlogged twins, emptied with stm_notes by a worker's crash recovery
     "category_counts",  # notes per category prefix (user_id, path), kept by triggers on notes
     "collections",  # smart collections (user_id, path): description, query helper, centroid
+    "speaker_counts",  # notes per speaker (user_id, words), kept by triggers on notes
 )
 
 #: Functions that act for one user: distributed with that argument and co-located with

@@ -470,6 +470,22 @@ class CategoryCount(Base):
     __table_args__ = (PrimaryKeyConstraint("user_id", "path"),)
 
 
+class SpeakerCount(Base):
+    """How many current long-term notes of a user a speaker said (``metadata.speaker``, read as
+    ``cortex.speaker_words``: lower case, other characters as single spaces). Kept exact by
+    triggers on ``notes`` (``speakers/v1.sql``); a row that drops to 0 is deleted. Search reads
+    it for the speakers a query names (search_notes v14)."""
+
+    __tablename__ = "speaker_counts"
+
+    user_id: Mapped[str]
+    words: Mapped[str]
+    note_count: Mapped[int] = mapped_column(server_default=text("0"))
+    updated_at: Mapped[datetime] = mapped_column(server_default=text("now()"))
+
+    __table_args__ = (PrimaryKeyConstraint("user_id", "words"),)
+
+
 class Collection(Base):
     """A smart collection: a category prefix with enough notes (see ``collections/v1.sql``).
 

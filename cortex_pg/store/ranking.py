@@ -1,5 +1,5 @@
 """The constants of the search ranking (``cortex.search_notes`` v8 and later, its ``p_ranking`` argument;
-``answer_weight`` since v12, ``speaker_weight`` since v13).
+``answer_weight`` since v12, ``speaker_weight`` since v13, its full-text part since v14).
 
 The defaults are the library's ranking, chosen on LoCoMo dev conversations (see
 ``sql/functions/search_notes/v9.sql`` and README "Benchmarks" for each constant's measured
@@ -63,8 +63,11 @@ class Ranking:
             ``"user"``, is named by any query that uses it). When the query names the speaker
             of a candidate, every candidate's relevance becomes ``(relevance + speaker_weight
             * named) / (1 + speaker_weight)`` (named 1 or 0), after the smoothing and the answer
-            rule: a question about a person is mostly answered by what that person said. 0 =
-            off.
+            rule: a question about a person is mostly answered by what that person said. The
+            words of every speaker of the tenant the query names (its current long-term notes'
+            speakers, ``cortex.speaker_counts``) also leave the query's full-text terms, unless
+            no term would be left (search v14): a turn that starts with the speaker's name no
+            longer matches by the name alone. 0 = off (both).
         date_weight: weight of the dates a query names, in [0, 1]. When the query names a day
             or a month with its year ("on 9 November, 2022", "in May 2023";
             :func:`cortex_pg.temporal.query_date_window`, widened by a day or a week) and that
