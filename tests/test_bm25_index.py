@@ -177,6 +177,36 @@ def test_a_common_word_does_not_widen_the_candidates_beyond_the_pool(store):
     assert read and 0 < sum(read) <= 40
 
 
+def test_short_term_matches_of_a_common_word_are_bounded_by_the_pool(store):
+    # short-term notes are not in the inverted index: their full-text candidates are ranked by
+    # BM25 and the best `pool` kept (search_statement v15; v9-v14 kept all 120 here)
+    store.add_many(
+        [{"content": f"meeting number {i} with the team", "session_id": f"s{i % 8}"} for i in range(120)]
+        + [{"content": "meeting about the zeppelin", "session_id": "s0"}],
+        user_id="u",
+    )
+    results = store.search("zeppelin meeting", user_id="u", limit=5, touch=False, memory_source="stm")
+    assert results[0].content == "meeting about the zeppelin"
+    with store.engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM cortex.stm_notes WHERE user_id = 'u'")).scalar_one() == 121
+        dim = conn.execute(text("SELECT dim FROM cortex.embedding_models WHERE active")).scalar_one()
+        statement = conn.execute(
+            text("SELECT cortex.search_statement(:m, :d)"), {"m": store.embedder.name, "d": dim}
+        ).scalar_one()
+        conn.exec_driver_sql(
+            "PREPARE s(text, vector, tsquery, int, float8, timestamptz, timestamptz, timestamptz, text, text, "
+            "int, text[], int, vector, text[], float8, boolean, float8, float8, boolean) AS " + statement
+        )
+        ids = conn.exec_driver_sql(
+            "EXECUTE s('u', NULL, 'meet | zeppelin'::tsquery, 10, 0, NULL, NULL, now(), NULL, 'stm', 40, "
+            "ARRAY['meet', 'zeppelin'], 1, NULL, NULL, 0, false, 121, 5, false)"
+        ).first()[0]
+        best = conn.execute(
+            text("SELECT id FROM cortex.stm_notes WHERE user_id = 'u' AND content LIKE '%zeppelin%'")
+        ).scalar_one()
+    assert len(ids) == 40 and best in ids
+
+
 def test_top_results_do_not_depend_on_the_limit_up_to_ten(store):
     store.add_many(
         [{"content": f"gardening note {i}: tomatoes, basil and water"} for i in range(60)], user_id="u"
