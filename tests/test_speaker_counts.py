@@ -3,6 +3,8 @@ search_notes v14: the words of a speaker the query names leave its full-text ter
 
 from __future__ import annotations
 
+import threading
+
 import psycopg
 import pytest
 from sqlalchemy import text
@@ -92,6 +94,38 @@ def test_a_killed_writer_leaves_the_counts_exact(store, db_url) -> None:  # noqa
     assert kept(store) == [("a", "caroline", 1)]
 
 
+def test_two_updates_that_swap_two_speakers_do_not_deadlock(store, db_url) -> None:  # noqa: ANN001
+    # each update's old speaker leaves and new one comes in one statement, rows in order
+    ids = store.add_many(
+        [{"content": "one", "metadata": {"speaker": "Aa"}}, {"content": "two", "metadata": {"speaker": "Bb"}}],
+        user_id="a",
+        to_stm=False,
+    )
+    url = db_url.replace("postgresql+psycopg://", "postgresql://")
+    errors: list[Exception] = []
+
+    def swap(note: str, first: str, second: str) -> None:
+        with psycopg.connect(url, autocommit=True) as conn:
+            for k in range(300):
+                try:
+                    conn.execute(
+                        "UPDATE cortex.notes SET metadata = jsonb_build_object('speaker', %s::text) "
+                        "WHERE user_id = 'a' AND id = %s",
+                        (second if k % 2 == 0 else first, note),
+                    )
+                except psycopg.Error as exc:
+                    errors.append(exc)
+
+    threads = [threading.Thread(target=swap, args=(ids[0], "Aa", "Bb")),
+               threading.Thread(target=swap, args=(ids[1], "Bb", "Aa"))]  # fmt: skip
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert kept(store) == [("a", "aa", 1), ("a", "bb", 1)]
+
+
 def _turns(store: MemoryStore, user: str = "u") -> dict[str, str]:
     """A conversation whose turns begin with their speaker's name, as the conversation ingest
     writes them; Caroline's turn says Melanie's name three times and nothing of pottery."""
@@ -155,3 +189,23 @@ def test_a_speaker_whose_notes_are_gone_no_longer_counts(store) -> None:  # noqa
         store.delete(ids[key], user_id="u")
     scores = _text_scores(store, "Did Caroline mention Melanie?")
     assert scores[ids["praise"]] > 0  # "melani" is a term again ("carolin" is not)
+
+
+def test_a_hyphenated_speakers_whole_name_leaves_the_terms_too(store) -> None:  # noqa: ANN001
+    ids = store.add_many(
+        [
+            {"content": "Mary-Ann: I love pottery", "metadata": {"speaker": "Mary-Ann"}},
+            {"content": "Mary-Ann: the weather is nice", "metadata": {"speaker": "Mary-Ann"}},
+            {"content": "Tom: pottery is dull", "metadata": {"speaker": "Tom"}},
+        ],
+        user_id="u",
+        to_stm=False,
+    )
+    # the parser reads "Mary-Ann" as "mary-ann", "mari" and "ann": none of them is a term, so
+    # the hyphen changes nothing
+    hyphen, space = (
+        _text_scores(store, f"What did {name} say about pottery", ranking={"vector_weight": 0})
+        for name in ("Mary-Ann", "Mary Ann")
+    )
+    assert hyphen.get(ids[1], 0) == 0 and space.get(ids[1], 0) == 0
+    assert hyphen[ids[0]] > 0 and hyphen == pytest.approx(space)

@@ -53,6 +53,6 @@ def downgrade() -> None:
     for event in ("insert", "delete", "update", "truncate"):
         op.execute(f"DROP TRIGGER IF EXISTS speaker_counts_{event} ON cortex.notes")
         op.execute(f"DROP FUNCTION IF EXISTS cortex.speaker_counts_on_{event}()")
-    op.execute("DROP FUNCTION IF EXISTS cortex.speaker_count_apply(text[], text[], int)")
+    op.execute("DROP FUNCTION IF EXISTS cortex.speaker_count_apply(text[], text[], int[])")
     op.execute("DROP TABLE cortex.speaker_counts")
     op.execute("DROP FUNCTION IF EXISTS cortex.speaker_words(jsonb)")

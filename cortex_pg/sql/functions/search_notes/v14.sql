@@ -1,6 +1,6 @@
--- cortex.search_notes (v14): v13's search (v9.sql: cortex.search_statement, cortex.search_signals
--- and cortex.tenant_partition_share stay v9's), in which the words of a speaker the query
--- names leave its full-text terms.
+-- cortex.search_notes (v14): v13's search (its helpers: cortex.search_statement, v9.sql's until
+-- v15.sql replaces it at Alembic 0037; cortex.search_signals and cortex.tenant_partition_share,
+-- v9.sql's), in which the words of a speaker the query names leave its full-text terms.
 --
 -- v14 (Alembic 0036): a conversation's turns carry their speaker's name ("Melanie: I signed up
 -- for a pottery class"), so the name of a speaker is among the words of half a two-person
@@ -8,12 +8,13 @@
 -- term it matched the turns of that speaker by the prefix alone and outweighed the question's
 -- own words when they were rare; v13's rule already says whose turns a question wants. So the
 -- lexemes (english configuration) of every speaker of the tenant that the query names are left
--- out of the full-text terms, unless no term would be left ("Melanie?"). The tenant's speakers
--- are the rows of cortex.speaker_counts (speakers/v1.sql, kept by triggers on cortex.notes: the
--- speakers of its current long-term notes), read as v13 reads a candidate's speaker
--- (cortex.speaker_words); a speaker of short-term notes alone is not among them. A speaker
--- whose name is also a word of the question ("Rose" in "Did Rose like the rose garden?")
--- loses that word too. It is part of the speaker rule: speaker_weight 0 turns both off.
+-- out of the full-text terms, with any lexeme whose own words lie among the speaker's (the
+-- parser keeps "Mary-Ann" whole beside "mari" and "ann"), unless no term would be left
+-- ("Melanie?"). The tenant's speakers are the rows of cortex.speaker_counts (speakers/v1.sql,
+-- kept by triggers on cortex.notes: the speakers of its current long-term notes), read as v13
+-- reads a candidate's speaker (cortex.speaker_words); a speaker of short-term notes alone is
+-- not among them. A speaker whose name is also a word of the question ("Rose" in "Did Rose
+-- like the rose garden?") loses that word too. It is part of the speaker rule: speaker_weight 0 turns both off.
 -- LoCoMo dev: see README (Benchmarks).
 --
 -- v13 (Alembic 0035): a note said by a person the query names gains relevance, see v13.sql.
@@ -203,16 +204,22 @@ BEGIN
     IF v_vector_weight = 1 AND p_query_embedding IS NOT NULL THEN
         v_terms := '{}';
     END IF;
-    -- (v14) the lexemes of the tenant's speakers the query names leave the terms, unless none
-    -- would be left
+    -- (v14) the terms of the tenant's speakers the query names leave the terms, unless none
+    -- would be left: the lexemes of the speaker's words ("mari", "ann" for "Mary Ann"), and a
+    -- lexeme whose own words lie among them (the parser keeps "Mary-Ann" whole as well)
     IF v_speaker_weight > 0 AND cardinality(v_terms) > 1 THEN
+        WITH named AS MATERIALIZED (
+            SELECT c.words FROM cortex.speaker_counts c
+            WHERE c.user_id = p_user_id AND position(' ' || c.words || ' ' IN v_query_words) > 0
+        )
         SELECT coalesce(array_agg(t.lexeme ORDER BY t.ord), '{}') INTO v_content_terms
         FROM unnest(v_terms) WITH ORDINALITY AS t(lexeme, ord)
-        WHERE t.lexeme NOT IN (
-            SELECT l.lexeme
-            FROM cortex.speaker_counts c
-            CROSS JOIN LATERAL unnest(to_tsvector('english', c.words)) AS l
-            WHERE c.user_id = p_user_id AND position(' ' || c.words || ' ' IN v_query_words) > 0);
+        WHERE t.lexeme NOT IN (SELECT l.lexeme
+                               FROM named c CROSS JOIN LATERAL unnest(to_tsvector('english', c.words)) AS l)
+          AND NOT EXISTS (
+              SELECT 1 FROM named c
+              WHERE position(' ' || btrim(regexp_replace(t.lexeme, '[^[:alnum:]]+', ' ', 'g')) || ' '
+                             IN ' ' || c.words || ' ') > 0);
         IF cardinality(v_content_terms) > 0 THEN
             v_terms := v_content_terms;
         END IF;

@@ -25,9 +25,10 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
            END
 $$;
 
--- Add (p_sign = 1) or remove (p_sign = -1) notes' speakers (parallel arrays of user_id and
--- speaker words; NULL words are skipped) from the counts.
-CREATE OR REPLACE FUNCTION cortex.speaker_count_apply(p_users text[], p_words text[], p_sign int)
+-- Add p_deltas[i] (1 or -1) notes of speaker words p_words[i] to user p_users[i]'s counts
+-- (parallel arrays; NULL words are skipped), in one statement whose rows are written in
+-- (user_id, words) order, so that two writers lock the rows they share in the same order.
+CREATE OR REPLACE FUNCTION cortex.speaker_count_apply(p_users text[], p_words text[], p_deltas int[])
 RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -35,10 +36,11 @@ DECLARE
     touched_words text[];
 BEGIN
     WITH d AS (
-        SELECT r.user_id, r.words, p_sign * count(*) AS delta
-        FROM unnest(p_users, p_words) AS r(user_id, words)
+        SELECT r.user_id, r.words, sum(r.delta)::int AS delta
+        FROM unnest(p_users, p_words, p_deltas) AS r(user_id, words, delta)
         WHERE r.words IS NOT NULL
         GROUP BY r.user_id, r.words
+        HAVING sum(r.delta) <> 0
     ), up AS (
         INSERT INTO cortex.speaker_counts AS c (user_id, words, note_count)
         SELECT d.user_id, d.words, d.delta FROM d ORDER BY d.user_id, d.words
@@ -58,7 +60,8 @@ END $$;
 CREATE OR REPLACE FUNCTION cortex.speaker_counts_on_insert() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM cortex.speaker_count_apply(array_agg(a.user_id), array_agg(cortex.speaker_words(a.metadata)), 1)
+    PERFORM cortex.speaker_count_apply(array_agg(a.user_id), array_agg(cortex.speaker_words(a.metadata)),
+                                       array_agg(1))
     FROM added a WHERE a.merged_into IS NULL AND a.metadata ? 'speaker';
     RETURN NULL;
 END $$;
@@ -66,20 +69,22 @@ END $$;
 CREATE OR REPLACE FUNCTION cortex.speaker_counts_on_delete() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM cortex.speaker_count_apply(array_agg(r.user_id), array_agg(cortex.speaker_words(r.metadata)), -1)
+    PERFORM cortex.speaker_count_apply(array_agg(r.user_id), array_agg(cortex.speaker_words(r.metadata)),
+                                       array_agg(-1))
     FROM removed r WHERE r.merged_into IS NULL AND r.metadata ? 'speaker';
     RETURN NULL;
 END $$;
 
+-- (a row's old speaker leaves and its new one comes in one call: two updates that swap two
+-- speakers at once lock their rows in the same order)
 CREATE OR REPLACE FUNCTION cortex.speaker_counts_on_update() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF OLD.merged_into IS NULL AND cortex.speaker_words(OLD.metadata) IS NOT NULL THEN
-        PERFORM cortex.speaker_count_apply(ARRAY[OLD.user_id], ARRAY[cortex.speaker_words(OLD.metadata)], -1);
-    END IF;
-    IF NEW.merged_into IS NULL AND cortex.speaker_words(NEW.metadata) IS NOT NULL THEN
-        PERFORM cortex.speaker_count_apply(ARRAY[NEW.user_id], ARRAY[cortex.speaker_words(NEW.metadata)], 1);
-    END IF;
+    PERFORM cortex.speaker_count_apply(
+        ARRAY[OLD.user_id, NEW.user_id],
+        ARRAY[CASE WHEN OLD.merged_into IS NULL THEN cortex.speaker_words(OLD.metadata) END,
+              CASE WHEN NEW.merged_into IS NULL THEN cortex.speaker_words(NEW.metadata) END],
+        ARRAY[-1, 1]);
     RETURN NULL;
 END $$;
 
