@@ -138,6 +138,19 @@ def test_scores_from_the_kept_statistics_equal_a_from_scratch_bm25(store):
         assert got[nid] == pytest.approx(score, rel=1e-5)
 
 
+def prepare_candidates(conn, store) -> None:  # noqa: ANN001
+    """PREPARE ``s``: the candidate statement (search step 1) for the store's model, no filter;
+    its parameters are the 20 that search_notes passes (see ``cortex.search_statement``)."""
+    dim = conn.execute(text("SELECT dim FROM cortex.embedding_models WHERE active")).scalar_one()
+    statement = conn.execute(
+        text("SELECT cortex.search_statement(:m, :d)"), {"m": store.embedder.name, "d": dim}
+    ).scalar_one()
+    conn.exec_driver_sql(
+        "PREPARE s(text, vector, tsquery, int, float8, timestamptz, timestamptz, timestamptz, text, text, "
+        "int, text[], int, vector, text[], float8, boolean, float8, float8, boolean) AS " + statement
+    )
+
+
 def test_a_common_word_does_not_widen_the_candidates_beyond_the_pool(store):
     # 120 notes share "meeting"; the rare "zeppelin" is in one. The text candidates are bounded
     # by the pool (max(2 * limit, 20) per term), and the rare term's note is still found first.
@@ -152,14 +165,7 @@ def test_a_common_word_does_not_widen_the_candidates_beyond_the_pool(store):
     # a one-word query reads at most `pool` entries of the term's postings (40 here), not all 121:
     # the plan of the candidate statement (step 1), run with the parameters search_notes passes
     with store.engine.connect() as conn:
-        dim = conn.execute(text("SELECT dim FROM cortex.embedding_models WHERE active")).scalar_one()
-        statement = conn.execute(
-            text("SELECT cortex.search_statement(:m, :d)"), {"m": store.embedder.name, "d": dim}
-        ).scalar_one()
-        conn.exec_driver_sql(
-            "PREPARE s(text, vector, tsquery, int, float8, timestamptz, timestamptz, timestamptz, text, text, "
-            "int, text[], int, vector, text[], float8, boolean, float8, float8, boolean) AS " + statement
-        )
+        prepare_candidates(conn, store)
         plan = conn.exec_driver_sql(
             "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE s('u', NULL, 'meet'::tsquery, 10, 0, NULL, NULL, now(), "
             "NULL, 'all', 40, ARRAY['meet'], 1, NULL, NULL, 0, false, 121, 5, true)"
@@ -189,14 +195,7 @@ def test_short_term_matches_of_a_common_word_are_bounded_by_the_pool(store):
     assert results[0].content == "meeting about the zeppelin"
     with store.engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM cortex.stm_notes WHERE user_id = 'u'")).scalar_one() == 121
-        dim = conn.execute(text("SELECT dim FROM cortex.embedding_models WHERE active")).scalar_one()
-        statement = conn.execute(
-            text("SELECT cortex.search_statement(:m, :d)"), {"m": store.embedder.name, "d": dim}
-        ).scalar_one()
-        conn.exec_driver_sql(
-            "PREPARE s(text, vector, tsquery, int, float8, timestamptz, timestamptz, timestamptz, text, text, "
-            "int, text[], int, vector, text[], float8, boolean, float8, float8, boolean) AS " + statement
-        )
+        prepare_candidates(conn, store)
         ids = conn.exec_driver_sql(
             "EXECUTE s('u', NULL, 'meet | zeppelin'::tsquery, 10, 0, NULL, NULL, now(), NULL, 'stm', 40, "
             "ARRAY['meet', 'zeppelin'], 1, NULL, NULL, 0, false, 121, 5, false)"
