@@ -194,7 +194,10 @@ def test_short_term_matches_of_a_common_word_are_bounded_by_the_pool(store):
     results = store.search("zeppelin meeting", user_id="u", limit=5, touch=False, memory_source="stm")
     assert results[0].content == "meeting about the zeppelin"
     with store.engine.connect() as conn:
-        assert conn.execute(text("SELECT count(*) FROM cortex.stm_notes WHERE user_id = 'u'")).scalar_one() == 121
+        assert (
+            conn.execute(text("SELECT count(*) FROM cortex.stm_notes WHERE user_id = 'u'")).scalar_one()
+            == 121
+        )
         prepare_candidates(conn, store)
         ids = conn.exec_driver_sql(
             "EXECUTE s('u', NULL, 'meet | zeppelin'::tsquery, 10, 0, NULL, NULL, now(), NULL, 'stm', 40, "
@@ -229,6 +232,22 @@ def test_a_small_tenant_with_filters_still_gets_limit_rows(store):
     results = store.search("note", user_id="small", limit=10, where_filter={"kind": "a"}, touch=False)
     assert len(results) == 10
     assert all(r.note.user_id == "small" and r.note.metadata["kind"] == "a" for r in results)
+
+
+def test_a_search_for_more_than_a_thousand_notes_returns_them_all(store):
+    # the pool is at least the limit (search_notes v14; v9-v13 capped it at 1000, so a ranker
+    # alone gave about 1000 of the 1100 notes that match)
+    store.add_many([{"content": f"widget entry {i}"} for i in range(1050)], user_id="u", to_stm=False)
+    store.add_many(
+        [{"content": f"widget note {i}", "session_id": f"s{i % 60}"} for i in range(60)], user_id="u"
+    )
+    for source, expected in (("ltm", 1110), ("all", 1110), ("stm", 60)):
+        # (full text alone, and with the vector ranker; the HNSW scan alone is approximate)
+        for ranking in ({"vector_weight": 0}, None):
+            found = store.search(
+                "widget", user_id="u", limit=1200, memory_source=source, touch=False, ranking=ranking
+            )
+            assert len(found) == expected, (source, ranking)
 
 
 def test_bulk_load_builds_the_index_after_and_ranks_like_incremental(db_url, server_url):

@@ -42,18 +42,25 @@ def test_speaker_words_read_a_speaker_as_the_search_does(store) -> None:  # noqa
     }
     with store.engine.connect() as conn:
         for metadata, words in cases.items():
-            got = conn.execute(text("SELECT cortex.speaker_words(CAST(:m AS jsonb))"), {"m": metadata}).scalar()
+            got = conn.execute(
+                text("SELECT cortex.speaker_words(CAST(:m AS jsonb))"), {"m": metadata}
+            ).scalar()
             assert got == words, metadata
 
 
 def test_counts_stay_exact_through_every_kind_of_write(store) -> None:  # noqa: ANN001
     ids = store.add_many(
-        [{"content": f"turn {i}", "metadata": {"speaker": "Caroline" if i % 2 else "Melanie"}} for i in range(6)]
+        [
+            {"content": f"turn {i}", "metadata": {"speaker": "Caroline" if i % 2 else "Melanie"}}
+            for i in range(6)
+        ]
         + [{"content": "no speaker"}, {"content": "odd speaker", "metadata": {"speaker": 3}}],
         user_id="a",
         to_stm=False,
     )
-    store.add_many([{"content": "bob's turn", "metadata": {"speaker": "Caroline"}}], user_id="b", to_stm=False)
+    store.add_many(
+        [{"content": "bob's turn", "metadata": {"speaker": "Caroline"}}], user_id="b", to_stm=False
+    )
     assert kept(store) == [("a", "caroline", 3), ("a", "melanie", 3), ("b", "caroline", 1)]
     store.update(ids[0], user_id="a", metadata={"speaker": "Mel"})  # Melanie's turn becomes Mel's
     store.update(ids[1], user_id="a", metadata={"speaker": None})  # a key set to None is deleted
@@ -62,7 +69,9 @@ def test_counts_stay_exact_through_every_kind_of_write(store) -> None:  # noqa: 
     store.delete(ids[3], user_id="a")
     with store.engine.begin() as conn:  # a merge takes the source out; an unmerge brings it back
         conn.execute(
-            text("UPDATE cortex.notes SET merged_into = CAST(:t AS uuid) WHERE user_id = 'a' AND id = CAST(:s AS uuid)"),
+            text(
+                "UPDATE cortex.notes SET merged_into = CAST(:t AS uuid) WHERE user_id = 'a' AND id = CAST(:s AS uuid)"
+            ),
             {"t": ids[5], "s": ids[4]},
         )
     assert kept(store) == [("a", "caroline", 1), ("a", "mel", 1), ("a", "melanie", 1), ("b", "caroline", 1)]
@@ -71,7 +80,9 @@ def test_counts_stay_exact_through_every_kind_of_write(store) -> None:  # noqa: 
                      {"s": ids[4]})  # fmt: skip
         # plain SQL writes go through the same triggers
         conn.execute(
-            text("""INSERT INTO cortex.notes (user_id, content, metadata) VALUES ('c', 'plain', '{"speaker": "Zoe"}')""")
+            text(
+                """INSERT INTO cortex.notes (user_id, content, metadata) VALUES ('c', 'plain', '{"speaker": "Zoe"}')"""
+            )
         )
     assert kept(store) == [
         ("a", "caroline", 1), ("a", "mel", 1), ("a", "melanie", 2), ("b", "caroline", 1), ("c", "zoe", 1),
@@ -87,7 +98,9 @@ def test_a_killed_writer_leaves_the_counts_exact(store, db_url) -> None:  # noqa
     store.add("kept turn", user_id="a", metadata={"speaker": "Caroline"})
     url = db_url.replace("postgresql+psycopg://", "postgresql://")
     with psycopg.connect(url) as writer, psycopg.connect(url, autocommit=True) as killer:
-        writer.execute("""INSERT INTO cortex.notes (user_id, content, metadata) VALUES ('a', 'half', '{"speaker": "Jon"}')""")
+        writer.execute(
+            """INSERT INTO cortex.notes (user_id, content, metadata) VALUES ('a', 'half', '{"speaker": "Jon"}')"""
+        )
         killer.execute("SELECT pg_terminate_backend(%s)", (writer.info.backend_pid,))
         with pytest.raises(psycopg.OperationalError):
             writer.execute("SELECT 1")
@@ -97,7 +110,10 @@ def test_a_killed_writer_leaves_the_counts_exact(store, db_url) -> None:  # noqa
 def test_two_updates_that_swap_two_speakers_do_not_deadlock(store, db_url) -> None:  # noqa: ANN001
     # each update's old speaker leaves and new one comes in one statement, rows in order
     ids = store.add_many(
-        [{"content": "one", "metadata": {"speaker": "Aa"}}, {"content": "two", "metadata": {"speaker": "Bb"}}],
+        [
+            {"content": "one", "metadata": {"speaker": "Aa"}},
+            {"content": "two", "metadata": {"speaker": "Bb"}},
+        ],
         user_id="a",
         to_stm=False,
     )
@@ -131,8 +147,14 @@ def _turns(store: MemoryStore, user: str = "u") -> dict[str, str]:
     writes them; Caroline's turn says Melanie's name three times and nothing of pottery."""
     ids = store.add_many(
         [
-            {"content": "Melanie: I signed up for a pottery class yesterday.", "metadata": {"speaker": "Melanie"}},
-            {"content": "Caroline: Melanie, Melanie, you are the best, Melanie!", "metadata": {"speaker": "Caroline"}},
+            {
+                "content": "Melanie: I signed up for a pottery class yesterday.",
+                "metadata": {"speaker": "Melanie"},
+            },
+            {
+                "content": "Caroline: Melanie, Melanie, you are the best, Melanie!",
+                "metadata": {"speaker": "Caroline"},
+            },
             {"content": "Melanie: The kids loved the beach.", "metadata": {"speaker": "Melanie"}},
             {"content": "Caroline: I went to a support group.", "metadata": {"speaker": "Caroline"}},
         ],

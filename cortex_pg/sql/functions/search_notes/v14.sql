@@ -14,8 +14,10 @@
 -- kept by triggers on cortex.notes: the speakers of its current long-term notes), read as v13
 -- reads a candidate's speaker (cortex.speaker_words); a speaker of short-term notes alone is
 -- not among them. A speaker whose name is also a word of the question ("Rose" in "Did Rose
--- like the rose garden?") loses that word too. It is part of the speaker rule: speaker_weight 0 turns both off.
--- LoCoMo dev: see README (Benchmarks).
+-- like the rose garden?") loses that word too. It is part of the speaker rule: speaker_weight
+-- 0 turns both off. LoCoMo dev: see README (Benchmarks).
+-- Also v14: the pool is max(2 x limit, 20), at most 1000 or limit when limit is larger (v9-v13
+-- capped it at 1000 whatever the limit).
 --
 -- v13 (Alembic 0035): a note said by a person the query names gains relevance, see v13.sql.
 -- v12 (Alembic 0034): the answer to a question inherits the question's relevance, see v12.sql.
@@ -190,7 +192,9 @@ BEGIN
         v_speaker_weight := coalesce(round((p_ranking->>'speaker_weight')::numeric, 12)::float8, v_speaker_weight);
     END IF;
 
-    v_pool := least(greatest(p_limit::bigint * 2, 20), 1000);
+    -- (v14) at most 1000 notes per candidate list, or limit when it is larger (v9-v13: 1000,
+    -- so a search for more than 1000 notes returned at most about 1000 from one ranker)
+    v_pool := greatest(least(greatest(p_limit::bigint * 2, 20), 1000), p_limit);
     -- the query's words as the speaker rule (v13) compares them: ' w1 w2 ... '
     v_query_words := ' ' || btrim(regexp_replace(lower(left(coalesce(p_query_text, ''), 100000)), '[^[:alnum:]]+', ' ', 'g')) || ' ';
 
@@ -262,7 +266,8 @@ BEGIN
         -- per transaction (SET LOCAL semantics), so the setting reaches every shard
         -- at least pgvector's default of 40 (v9; v6-v8: the pool, 20 for limit 10, with which the
         -- scan found 59 % of the exact 20 nearest notes of a 17,511-note tenant, 69 % at 40)
-        PERFORM set_config('hnsw.ef_search', greatest(v_pool, 40)::text, true);
+        -- (pgvector's range is 1..1000; the iterative scan goes on past ef_search for a larger pool)
+        PERFORM set_config('hnsw.ef_search', least(greatest(v_pool, 40), 1000)::text, true);
         IF current_setting('hnsw.iterative_scan', true) IS NOT NULL THEN
             PERFORM set_config('hnsw.iterative_scan', 'relaxed_order', true);
         END IF;
