@@ -13,8 +13,10 @@
 -- tenant's, before it picks the query's full-text terms (a handful of rows, not a scan of
 -- the notes). Triggers on cortex.notes keep it exact whatever writes the notes (the store,
 -- the evolution worker, plain SQL), as collections/v1.sql keeps category_counts: the notes
--- counted are the current long-term ones (merged_into IS NULL); counter rows are written in
--- (user_id, words) order, so concurrent writers of one tenant queue instead of deadlocking;
+-- counted are the current long-term ones (merged_into IS NULL); the counter rows of one
+-- statement are written in (user_id, words) order, so concurrent statements of one tenant
+-- queue instead of deadlocking (two transactions that each change speakers over several
+-- statements, in crossed order, can still deadlock, SQLSTATE 40P01, which the store retries);
 -- a row that drops to 0 is deleted.
 
 CREATE OR REPLACE FUNCTION cortex.speaker_words(p_metadata jsonb) RETURNS text
