@@ -69,3 +69,16 @@ def test_long_term_contract_with_a_second_process(db_url, store):
     assert ltm.delete(filters={"agent_id": "a"}) == 1
     assert ltm.clear() is None and len(ltm) == 0
     assert repr(ltm) == "LongTermMemory(items=0, max=50)"
+
+
+def test_a_temporal_keyword_is_not_a_full_text_term(store):
+    # as MemoryStore.search: "yesterday" asks for a time, so the note that only says the word
+    # (twice; the nearest to the query by the hashing embedder) does not pass the garden note
+    # by it, as it did when "yesterday" was a term
+    ltm = LongTermMemory(max_items=50, store=store, user_id="u", session_id="s")
+    for content in ("yesterday yesterday", "garden plants soil", "zebra"):
+        ltm.save(content)
+    found = [m.content for m in ltm.search("garden yesterday", limit=3)]
+    assert found == ["garden plants soil", "yesterday yesterday", "zebra"]
+    stored = [r.content for r in store.search("garden yesterday", user_id="u", limit=3, touch=False)]
+    assert stored == found

@@ -40,7 +40,7 @@ from cortex_pg.store import MemoryStore
 from cortex_pg.store import sql as store_sql
 from cortex_pg.store.memory_store import facade_store, note_from_row, validation, vector_literal
 from cortex_pg.store.ranking import Ranking
-from cortex_pg.temporal import query_date_window
+from cortex_pg.temporal import query_date_window, without_temporal_keywords
 
 MEMORY_TYPE = "long_term"
 
@@ -184,7 +184,9 @@ class LongTermMemory(ShelfBacked):
     ) -> list[MemoryItem]:
         """Items by the score of the module doc, best first, one SQL statement; each counted
         as accessed. ``relevance_score`` is that score, in [0, 1]. A blank query ranks every
-        item with relevance 1 (as calute). ``use_semantic`` is accepted, always hybrid.
+        item with relevance 1 (as calute). ``use_semantic`` is accepted, always hybrid. The
+        query's temporal keywords ("yesterday", "last", ...) are left out of its full-text
+        terms, as :meth:`MemoryStore.search` leaves them out.
 
         Raises:
             ValidationError: limit <= 0 or a bad filter.
@@ -200,7 +202,8 @@ class LongTermMemory(ShelfBacked):
             "user_id": self.shelf.user_id,
             "session_id": self.shelf.session_id,
             "embedding": vector_literal(vector),
-            "query": query,
+            # (as MemoryStore.search: "yesterday" asks for a time, not for notes holding the word)
+            "query": without_temporal_keywords(query),
             "pool": max(lim * 5, 50),
             "limit": lim,
             "filter": json.dumps(self.shelf.where_filter(filters)),
