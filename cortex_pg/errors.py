@@ -82,7 +82,8 @@ class SchemaError(CortexPGError):
 
 
 class EmbeddingModelError(CortexPGError):
-    """The embedder does not fit what the database already holds."""
+    """The embedder does not fit what the database already holds, or returned vectors that cannot
+    be stored or searched (another count, a vector of zeros)."""
 
 
 class EmbeddingDimensionError(EmbeddingModelError):

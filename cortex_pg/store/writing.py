@@ -651,7 +651,9 @@ def check_vectors(embedder: Embedder, vectors: list[list[float]], expected: int)
     """``expected`` vectors of ``embedder.dim`` each, or a typed error.
 
     Raises:
-        EmbeddingModelError: another number of vectors. EmbeddingDimensionError: another size.
+        EmbeddingModelError: another number of vectors, or a vector of zeros (its cosine to any
+            vector is undefined: stored, it would score NaN in every search).
+        EmbeddingDimensionError: another size.
     """
     if len(vectors) != expected:
         raise EmbeddingModelError(f"embedder returned {len(vectors)} vectors for {expected} texts")
@@ -659,6 +661,10 @@ def check_vectors(embedder: Embedder, vectors: list[list[float]], expected: int)
         if len(v) != embedder.dim:
             raise EmbeddingDimensionError(
                 embedder.name, embedder.dim, len(v), "the embedder returned a vector of another size"
+            )
+        if not any(v):
+            raise EmbeddingModelError(
+                f"embedder {embedder.name} returned a vector of zeros: its cosine to any vector is undefined"
             )
 
 

@@ -1,0 +1,123 @@
+"""Search conditions (where_filter, window, session) hold for the copy a note is returned as,
+and plain SQL refuses a window that holds no time and a query vector without a direction."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
+
+from cortex_pg.store.rows import vector_literal
+
+
+def _touch_ltm(store, user_id: str, note_id: str) -> None:
+    with store.engine.begin() as conn:
+        conn.execute(
+            text("SELECT cortex.touch_notes(:u, ARRAY[CAST(:i AS uuid)], 'ltm')"), {"u": user_id, "i": note_id}
+        )
+
+
+def test_a_note_in_both_tiers_comes_back_as_the_copy_that_passes_the_filter(store):
+    boiler = store.add("The boiler service is booked for Thursday", user_id="u", session_id="s")
+    store.add("Grandma's apple pie recipe uses cinnamon", user_id="u", session_id="t")
+    _touch_ltm(store, "u", boiler)  # the long-term row's access_count is 1, the short-term copy's 0
+    counted = {"access_count": {"$gte": 1}}
+    for source in ("all", "ltm", "stm"):
+        results = store.search("boiler service", user_id="u", memory_source=source, where_filter=counted, touch=False)
+        assert all(r.note.access_count >= 1 for r in results), source
+        if source == "stm":
+            assert results == []
+        else:
+            assert [(r.id, r.memory_tier) for r in results] == [(boiler, "ltm")]
+    # without a condition, or when the copy passes too, the short-term copy is returned (as before)
+    assert store.search("boiler service", user_id="u", limit=1, touch=False)[0].memory_tier == "stm"
+    either = {"access_count": {"$gte": 0}}
+    assert store.search("boiler service", user_id="u", limit=1, where_filter=either, touch=False)[0].memory_tier == "stm"
+
+
+def test_a_short_term_copy_that_passes_is_still_preferred(store):
+    note = store.add("The boiler service is booked for Thursday", user_id="u", session_id="s")
+    with store.engine.begin() as conn:  # only the short-term copy is touched
+        conn.execute(text("SELECT cortex.touch_notes('u', ARRAY[CAST(:i AS uuid)], 'stm')"), {"i": note})
+    results = store.search("boiler", user_id="u", where_filter={"access_count": 1}, touch=False)
+    assert [(r.id, r.memory_tier, r.note.access_count) for r in results] == [(note, "stm", 1)]
+
+
+def _search_sql(store, **params):
+    args = ", ".join(f"{k} => :{k}" for k in params)
+    with store.engine.begin() as conn:
+        return conn.execute(text(f"SELECT id FROM cortex.search_notes({args})"), params).all()
+
+
+@pytest.mark.parametrize(
+    ("date_from", "date_to"),
+    [
+        ("2024-06-02", "2024-06-01"),
+        ("2024-06-01", "2024-06-01"),
+        ("infinity", None),
+        (None, "-infinity"),
+    ],
+)
+def test_plain_sql_refuses_a_window_that_holds_no_time(store, date_from, date_to):
+    store.add("The boiler service is booked for Thursday", user_id="u")
+    with pytest.raises(DBAPIError, match="holds no time") as err:
+        _search_sql(
+            store,
+            p_user_id="u",
+            p_query_embedding=None,
+            p_query_text="boiler",
+            p_date_from=date_from,
+            p_date_to=date_to,
+        )
+    assert err.value.orig.sqlstate == "22023"
+    # a window that holds time still searches
+    assert len(_search_sql(store, p_user_id="u", p_query_embedding=None, p_query_text="boiler", p_date_from="2000-01-01"))
+
+
+@pytest.mark.parametrize("which", ["p_query_embedding", "p_context_embedding"])
+def test_plain_sql_refuses_an_all_zero_embedding(store, which):
+    store.add("The boiler service is booked for Thursday", user_id="u")
+    dim = store.embedder.dim
+    good = vector_literal(store.embedder.embed(["boiler"])[0])
+    params = {"p_user_id": "u", "p_query_embedding": good, "p_query_text": None}
+    params[which] = vector_literal([0.0] * dim)
+    with store.engine.begin() as conn:
+        args = "p_user_id => :p_user_id, p_query_embedding => CAST(:p_query_embedding AS vector), p_query_text => :p_query_text"
+        if which == "p_context_embedding":
+            args += ", p_context_embedding => CAST(:p_context_embedding AS vector)"
+        with pytest.raises(DBAPIError, match="all zeros") as err:
+            conn.execute(text(f"SELECT id FROM cortex.search_notes({args})"), params).all()
+    assert err.value.orig.sqlstate == "22023"
+
+
+class _ZerosFor:
+    """The hashing embedder, except that ``blank`` embeds to a vector of zeros."""
+
+    def __init__(self, blank: str) -> None:
+        from cortex_pg.embeddings import HashingEmbedder
+
+        self.inner, self.blank = HashingEmbedder(), blank
+        self.name, self.dim = self.inner.name, self.inner.dim
+
+    def embed(self, texts):
+        return [[0.0] * self.dim if t == self.blank else v for t, v in zip(texts, self.inner.embed(texts), strict=True)]
+
+
+def test_an_embedder_that_returns_zeros_is_refused_before_anything_is_written(db_url):
+    from cortex_pg import EmbeddingModelError
+    from cortex_pg.store import MemoryStore
+
+    s = MemoryStore.open(db_url, embedder=_ZerosFor("nothing here"), auto_migrate=False)
+    try:
+        kept = s.add("The boiler service is booked for Thursday", user_id="u")
+        with pytest.raises(EmbeddingModelError, match="zeros"):
+            s.add("nothing here", user_id="u")
+        with pytest.raises(EmbeddingModelError, match="zeros"):
+            s.add_many([{"content": "a pie recipe"}, {"content": "nothing here"}], user_id="u")
+        with pytest.raises(EmbeddingModelError, match="zeros"):
+            s.search("nothing here", user_id="u")
+        assert [n.id for n in s.list_notes(user_id="u")] == [kept]
+        assert [n.id for n in s.list_notes(user_id="u", memory_source="stm")] == [kept]
+        assert s.search("boiler", user_id="u", touch=False)[0].id == kept
+    finally:
+        s.close()
