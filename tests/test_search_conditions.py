@@ -13,7 +13,8 @@ from cortex_pg.store.rows import vector_literal
 def _touch_ltm(store, user_id: str, note_id: str) -> None:
     with store.engine.begin() as conn:
         conn.execute(
-            text("SELECT cortex.touch_notes(:u, ARRAY[CAST(:i AS uuid)], 'ltm')"), {"u": user_id, "i": note_id}
+            text("SELECT cortex.touch_notes(:u, ARRAY[CAST(:i AS uuid)], 'ltm')"),
+            {"u": user_id, "i": note_id},
         )
 
 
@@ -23,7 +24,9 @@ def test_a_note_in_both_tiers_comes_back_as_the_copy_that_passes_the_filter(stor
     _touch_ltm(store, "u", boiler)  # the long-term row's access_count is 1, the short-term copy's 0
     counted = {"access_count": {"$gte": 1}}
     for source in ("all", "ltm", "stm"):
-        results = store.search("boiler service", user_id="u", memory_source=source, where_filter=counted, touch=False)
+        results = store.search(
+            "boiler service", user_id="u", memory_source=source, where_filter=counted, touch=False
+        )
         assert all(r.note.access_count >= 1 for r in results), source
         if source == "stm":
             assert results == []
@@ -32,7 +35,10 @@ def test_a_note_in_both_tiers_comes_back_as_the_copy_that_passes_the_filter(stor
     # without a condition, or when the copy passes too, the short-term copy is returned (as before)
     assert store.search("boiler service", user_id="u", limit=1, touch=False)[0].memory_tier == "stm"
     either = {"access_count": {"$gte": 0}}
-    assert store.search("boiler service", user_id="u", limit=1, where_filter=either, touch=False)[0].memory_tier == "stm"
+    assert (
+        store.search("boiler service", user_id="u", limit=1, where_filter=either, touch=False)[0].memory_tier
+        == "stm"
+    )
 
 
 def test_a_short_term_copy_that_passes_is_still_preferred(store):
@@ -71,7 +77,11 @@ def test_plain_sql_refuses_a_window_that_holds_no_time(store, date_from, date_to
         )
     assert err.value.orig.sqlstate == "22023"
     # a window that holds time still searches
-    assert len(_search_sql(store, p_user_id="u", p_query_embedding=None, p_query_text="boiler", p_date_from="2000-01-01"))
+    assert len(
+        _search_sql(
+            store, p_user_id="u", p_query_embedding=None, p_query_text="boiler", p_date_from="2000-01-01"
+        )
+    )
 
 
 @pytest.mark.parametrize("which", ["p_query_embedding", "p_context_embedding"])
@@ -100,7 +110,10 @@ class _ZerosFor:
         self.name, self.dim = self.inner.name, self.inner.dim
 
     def embed(self, texts):
-        return [[0.0] * self.dim if t == self.blank else v for t, v in zip(texts, self.inner.embed(texts), strict=True)]
+        return [
+            [0.0] * self.dim if t == self.blank else v
+            for t, v in zip(texts, self.inner.embed(texts), strict=True)
+        ]
 
 
 def test_an_embedder_that_returns_zeros_is_refused_before_anything_is_written(db_url):
@@ -121,3 +134,49 @@ def test_an_embedder_that_returns_zeros_is_refused_before_anything_is_written(db
         assert s.search("boiler", user_id="u", touch=False)[0].id == kept
     finally:
         s.close()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"touch": "maybe"}, "touch"),
+        ({"touch": "no"}, "touch"),
+        ({"touch": 0}, "touch"),
+        ({"include_links": "no"}, "include_links"),
+        ({"entities": "yes"}, "entities"),
+        ({"expand_entities": 1}, "expand_entities"),
+        ({"collections": "no"}, "collections"),
+        ({"include_links": True, "link_depth": 0}, "link_depth"),
+        ({"include_links": True, "link_depth": 11}, "link_depth"),
+        ({"include_links": True, "link_depth": 10_000}, "link_depth"),
+        ({"link_depth": True}, "link_depth"),
+    ],
+)
+def test_search_flags_are_true_or_false_and_link_depth_is_1_to_10(store, kwargs, field):
+    from cortex_pg import ValidationError
+
+    note = store.add("Alice adopted a golden retriever named Max.", user_id="u")
+    with pytest.raises(ValidationError) as err:
+        store.search("golden retriever", user_id="u", **kwargs)
+    assert err.value.field == field
+    assert store.get(note).access_count == 0  # nothing was touched
+    with pytest.raises(ValidationError) as err:
+        store.get(note, touch="no")
+    assert err.value.field == "touch"
+    assert store.search("golden retriever", user_id="u", include_links=True, link_depth=10)[0].id == note
+
+
+@pytest.mark.parametrize("query", [123, b"golden", ["golden"], None, "bad \ud800 surrogate", "x" * 10_001])
+def test_prem_search_checks_the_query_first(db_url, query):
+    from cortex_pg import AgenticMemorySystem, ValidationError
+    from cortex_pg.embeddings import HashingEmbedder
+
+    system = AgenticMemorySystem(
+        database_url=db_url, embedder=HashingEmbedder(), enable_background_processing=False
+    )
+    try:
+        with pytest.raises(ValidationError) as err:
+            system.search(query, user_id="u")
+        assert err.value.field == "query"
+    finally:
+        system.shutdown()

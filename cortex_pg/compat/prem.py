@@ -651,6 +651,7 @@ class AgenticMemorySystem:
         Raises:
             ValidationError: bad arguments, an unparseable date_range or filter.
         """
+        query = v.query(query)  # (before the temporal keywords are read from it)
         date_from = date_to = None
         if date_range is not None and date_range != "":  # "" is no window, as the original's falsy test
             date_from, date_to = parse_date_range(date_range, now=now)

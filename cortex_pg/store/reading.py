@@ -34,6 +34,7 @@ class NoteReader:
         """
         nid = validation.note_id(id)
         uid = validation.optional_scope_id(user_id, "user_id")
+        touch = validation.flag(touch, "touch")
 
         def body() -> Plan[Note]:
             rows = yield Query(sql.GET_NOTE, {"id": nid, "user_id": uid}, "mappings")

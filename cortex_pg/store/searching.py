@@ -123,12 +123,15 @@ class NoteSearch:
             date_from, date_to: window on the note's time, ``date_from <= created_at < date_to``
                 (ISO 8601 or datetime; naive = UTC).
             now: the instant ages are measured from (default: the current time).
-            memory_source: ``all`` (a note in both tiers is returned once, as STM), ``ltm`` or ``stm``.
+            memory_source: ``all`` (a note in both tiers is returned once: as its STM copy, or as
+                its LTM row when only that row passes the where_filter, window and session, the
+                tiers' access counts and times being their own), ``ltm`` or ``stm``.
             where_filter: Chroma-style filter on columns and metadata (``$eq $ne $gt $gte $lt $lte
                 $in $nin $contains $and $or $not``), compiled in SQL by ``cortex.compile_filter``;
                 the same on both tiers.
             context: text describing the current situation; re-ranks the candidates with
-                ``score = 0.3 * score + 0.7 * cos(context, note)`` (``context_score``).
+                ``score = 0.3 * score + 0.7 * cos(context, note)`` (``context_score``, the cosine
+                in [-1, 1], so the score is in [-0.7, 1]).
             touch: count returned notes as accessed (access_count, last_accessed_at; drives STM LRU).
                 The search's transaction then commits without waiting for the disk
                 (``synchronous_commit`` off for it alone): a server crash may lose the last
@@ -156,9 +159,16 @@ class NoteSearch:
 
         Raises:
             ValidationError: bad argument (blank query, limit <= 0, weight outside [0, 1], an
-                unknown ranking key as ``ranking.<key>``, ...).
+                unknown ranking key as ``ranking.<key>``, a flag that is not True or False,
+                link_depth outside 1..10, ...).
+            EmbeddingModelError: the embedder returned a vector of zeros for the query or context.
         """
-        if collections:
+        touch = validation.flag(touch, "touch")
+        include_links = validation.flag(include_links, "include_links")
+        entities = validation.flag(entities, "entities")
+        expand_entities = validation.flag(expand_entities, "expand_entities")
+        depth = validation.link_depth(link_depth)
+        if validation.flag(collections, "collections"):
             from cortex_pg.collections.search import search_with_collections
 
             # several searches (each its own plan run) and, with an LLM, concurrent calls
@@ -231,7 +241,6 @@ class NoteSearch:
             if focus_from < focus_to:
                 statement = sql.SEARCH_DATED
                 params.update(focus_from=focus_from, focus_to=focus_to, date_weight=rank.date_weight)
-        depth = validation.limit(link_depth, "link_depth")
 
         if not include_links:  # the search is one statement: alone, one round trip
             return [result_from_row(r) for r in (yield Alone(statement, params))]

@@ -269,6 +269,21 @@ def limit(value: object, field: str = "limit") -> int:
     return value
 
 
+def flag(value: object, field: str) -> bool:
+    """A yes/no argument: True or False only (a string such as "no" is truthy in Python and
+    would be read the other way round by PostgreSQL)."""
+    if not isinstance(value, bool):
+        raise ValidationError(field, f"must be True or False, got {value!r}")
+    return value
+
+
+def link_depth(value: object, field: str = "link_depth") -> int:
+    """Hops of a link expansion: an integer in 1..10."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10:
+        raise ValidationError(field, f"must be an integer in 1..10, got {value!r}")
+    return value
+
+
 def unit_interval(value: object, field: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(float(value)):
         raise ValidationError(field, f"must be a number in [0, 1], got {value!r}")
