@@ -143,3 +143,25 @@ def test_notes_changed_during_the_backfill_are_embedded_again_by_the_new_model(d
             content
         )
     assert len(stored) == 2 * 3 + 1  # the first note has a text row and no context row
+
+
+def test_backfill_with_the_active_model_restores_missing_context_embeddings(db_url):
+    s = MemoryStore.open(db_url, embedder=HashingEmbedder(384), auto_migrate=False)
+    ids = [
+        s.add(f"turn {i} of the talk", session_id="talk", time=f"2024-01-01T00:0{i}:00Z") for i in range(4)
+    ]
+    other = s.add("alone in its session", session_id="solo")
+    contexts = """SELECT note_id::text, embedding::text FROM cortex.embeddings
+                  WHERE kind = 'context' ORDER BY note_id"""
+    with s.engine.begin() as conn:
+        before = conn.execute(text(contexts)).all()
+        conn.execute(
+            text("DELETE FROM cortex.embeddings WHERE kind = 'context'")
+        )  # as a downgrade below 0011
+    assert sorted(row[0] for row in before) == sorted(ids[1:])  # a session's first note has none
+    assert r.backfill(s.engine, s.embedder) == 3  # the three notes with a predecessor, not the others
+    with s.engine.begin() as conn:
+        assert conn.execute(text(contexts)).all() == before
+    assert r.backfill(s.engine, s.embedder) == 0  # nothing left: first notes need no context
+    assert other not in [row[0] for row in before]
+    s.close()

@@ -43,7 +43,12 @@ def db_downgrade(
     if revision.startswith("--"):  # an option mistyped, taken for the target (-1 is one)
         raise typer.BadParameter(f"no such option: {revision}", param_hint="REVISION")
 
-    if not yes and not typer.confirm(f"Downgrade to {revision}? Tables removed on the way lose their data."):
+    question = (
+        f"Downgrade to {revision}? Tables removed on the way lose their data, and rows an older "
+        "schema cannot hold are deleted (below 0011: context embeddings and long notes' later "
+        "windows; after upgrading again, `cortex-pg reembed` with the active model writes them again)."
+    )
+    if not yes and not typer.confirm(question):
         raise typer.Exit(1)
 
     engine = engine_of(ctx)

@@ -6,8 +6,9 @@ then switch in one transaction.
    partitioned index (autocommit, no long lock; ``cortex.embedding_index_steps``).
 2. :func:`backfill` embeds, in batches of its own transaction each, every current note that
    has no embedding of the new model (every window of its text, and its context as the store
-   writes it), and every note longer than one window stored before long notes were embedded
-   window by window (run it with the active model to add their windows)
+   writes it), every note longer than one window stored before long notes were embedded
+   window by window, and every note with a session predecessor but no context embedding (run
+   it with the active model to add those windows and contexts)
    (``FOR UPDATE SKIP LOCKED``: several runs can share the
    work; a killed run resumes where the tables say it stopped). Searches keep using the
    active model meanwhile.
@@ -44,7 +45,9 @@ from cortex_pg.store.text_embeddings import NoteWindows, embed_windows, write_te
 from cortex_pg.store.writing import write_context_embeddings
 
 # current notes lacking the model's first text window, or (stored before long notes were
-# embedded window by window) longer than one window and lacking the second
+# embedded window by window) longer than one window and lacking the second, or lacking the
+# model's context embedding although they have a predecessor in their session (the context
+# rows an older schema did not keep: a downgrade below Alembic 0011 deletes them)
 MISSING = """
 SELECT n.user_id, n.id, n.session_id, n.content
 FROM cortex.notes n
@@ -55,7 +58,13 @@ WHERE n.merged_into IS NULL
        OR (char_length(n.content) > :w
            AND NOT EXISTS (SELECT 1 FROM cortex.embeddings e
                            WHERE e.user_id = n.user_id AND e.note_id = n.id AND e.model = :m
-                             AND e.kind = 'text' AND e.window_no = 1)))
+                             AND e.kind = 'text' AND e.window_no = 1))
+       OR (NOT EXISTS (SELECT 1 FROM cortex.embeddings e
+                       WHERE e.user_id = n.user_id AND e.note_id = n.id AND e.model = :m
+                         AND e.kind = 'context')
+           AND EXISTS (SELECT 1 FROM cortex.notes p
+                       WHERE p.user_id = n.user_id AND p.session_id = n.session_id
+                         AND p.merged_into IS NULL AND (p.created_at, p.seq) < (n.created_at, n.seq))))
 ORDER BY n.user_id, n.id
 LIMIT :b
 FOR UPDATE OF n SKIP LOCKED
