@@ -190,12 +190,14 @@ def query_date_window(query: str) -> tuple[datetime, datetime] | None:
     query naming several spans them all (the first ``QUERY_DATE_SPANS`` are read; dates more than
     ``QUERY_DATE_SPREAD``, 93 days, apart name no one time: None). Each named
     day is widened by a day on either side and each month by 7 days (``QUERY_DATE_MARGINS``).
-    Years alone ("in 2023"), dates without their year ("on August 11"), relative phrases ("last
-    week", "the week before"), days that do not exist ("31 February 2023") and other languages
-    are not taken: a year is too coarse to say when, and the others depend on when the question
-    is asked or are not dates. English month names and abbreviations in any case, except those
-    that are also words (May, March, June, August), read as months only with a capital. Each
-    span is read by dateparser in English (the period it names), an ISO date as ISO 8601.
+    Only years 1800-2999 are read as years (:func:`names_a_year`): "on 31 Dec 9999 or 1 Jan 2000"
+    names 1 January 2000 alone. Years alone ("in 2023"), dates without their year ("on August
+    11"), relative phrases ("last week", "the week before"), days that do not exist ("31 February
+    2023") and other languages are not taken: a year is too coarse to say when, and the others
+    depend on when the question is asked or are not dates. English month names and
+    abbreviations in any case, except those that are also words (May, March, June, August),
+    read as months only with a capital. Each span is read by dateparser in English (the period
+    it names), an ISO date as ISO 8601.
 
     Returns:
         ``(start, end)``, aware UTC, start < end; None when the query names no day or month.

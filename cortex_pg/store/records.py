@@ -74,8 +74,8 @@ class SearchResult:
             candidates, None without that signal (or, for text, without a matching term).
         entity_score / entity_rank: the note's coverage of the query's entities (idf-weighted, in
             [0, 1]) and its rank in the entity candidate list, when the entity signal is on.
-        context_score: cosine of the search's context and the note, when a context was given;
-            then ``score = 0.3 * blended + 0.7 * context_score``.
+        context_score: cosine (in [-1, 1]) of the search's context and the note, when a context
+            was given; then ``score = 0.3 * blended + 0.7 * context_score``, in [-0.7, 1].
         is_linked: True for a note appended by ``search(include_links=True)`` because a result
             links to it (Prem Cortex result shape); then ``linked_from`` is that result's id and
             ``relationship_type`` / ``relationship_strength`` (in [0, 1]) / ``relationship_reason``
