@@ -9,6 +9,12 @@ the start of the recovered server as the time; the facades' short-term reads war
 nothing was written to the scope since, once per store; writing again ends that for the
 scope written, keeps the time, and a second crash moves the time of the scopes it emptied
 only; long-term memory and users without STM are untouched.
+
+A backend killed with SIGKILL (the OOM killer) makes the postmaster run crash recovery without
+restarting (``pg_postmaster_start_time()`` stays): each loss is still counted by one open only,
+dated at that crash recovery (never before the session's STM began), whether an open or a write
+finds it first; a later crash counts only the sessions written since. An upgrade from the
+revision that compared times to tell a counted loss pins the losses it had counted.
 """
 
 from __future__ import annotations
@@ -26,10 +32,11 @@ from sqlalchemy import text
 from cortex_pg import STMLostWarning
 from cortex_pg.compat.calute.short_term import ShortTermMemory
 from cortex_pg.compat.prem import AgenticMemorySystem
-from cortex_pg.db import embedded
+from cortex_pg.db import embedded, migrate
+from cortex_pg.db.engine import create_engine_for
 from cortex_pg.embeddings import HashingEmbedder
 from cortex_pg.store import MemoryStore
-from tests.helpers.server_crash import kill_server
+from tests.helpers.server_crash import crash_backend, kill_server
 
 pytestmark = pytest.mark.crash
 
@@ -153,3 +160,147 @@ def test_stm_lost_to_crash_recovery_is_reported(server, caplog):
     second.close()
     prem.shutdown()
     first.close()
+
+
+def _began(store: MemoryStore, user_id: str, session_id: str) -> datetime:
+    with store.engine.connect() as conn:
+        return conn.execute(
+            text("SELECT began_at FROM cortex.stm_scopes WHERE user_id = :u AND session_id = :s"),
+            {"u": user_id, "s": session_id},
+        ).scalar_one()
+
+
+def _postmaster_started(store: MemoryStore) -> datetime:
+    with store.engine.connect() as conn:
+        return conn.execute(text("SELECT pg_postmaster_start_time()")).scalar_one()
+
+
+def _lost(store: MemoryStore) -> dict[tuple[str, str], datetime]:
+    return {(x.user_id, x.session_id): x.lost_at for x in store.stm_losses()}
+
+
+def test_a_backend_crash_is_dated_at_its_recovery_and_counted_once(server):
+    """The QA case (qa/stm_backend_crash_twice.py): a backend killed, the postmaster stays."""
+    _data, url = server
+    first = _open(url)
+    first.add("alice's flight leaves at nine", user_id="alice", session_id="s1")
+    first.add("bob prefers tea", user_id="bob", session_id="b1")
+    began = {k: _began(first, *k) for k in [("alice", "s1"), ("bob", "b1")]}
+    postmaster = _postmaster_started(first)
+    assert all(t > postmaster for t in began.values())  # the sessions began after the server started
+
+    killed_at = crash_backend(url)
+    recovered = datetime.now(UTC)
+    assert _postmaster_started(first) == postmaster  # no postmaster restart: a crash-restart cycle
+    # seen before any open (not yet counted): dated at the crash recovery
+    assert first.stats()["stm_notes"] == 0
+    assert all(killed_at <= t <= recovered for t in _lost(first).values())
+    with pytest.warns(STMLostWarning) as record:
+        after = _open(url)
+    [opened] = _stm_warnings(record)
+    assert (opened.sessions, opened.users) == (2, 2)
+    assert killed_at <= opened.lost_at <= recovered
+    assert _lost(after) == {("alice", "s1"): opened.lost_at, ("bob", "b1"): opened.lost_at}
+    assert all(opened.lost_at >= t for t in began.values())
+
+    # a session begun after the first crash, then a second one: only it is counted and moved
+    after.add("carol's note", user_id="carol", session_id="c1")
+    carol_began = _began(after, "carol", "c1")
+    killed_again = crash_backend(url)
+    with pytest.warns(STMLostWarning) as record:
+        second = _open(url)
+    [again] = _stm_warnings(record)
+    assert (again.sessions, again.users) == (1, 1)
+    assert again.lost_at >= killed_again > carol_began
+    expected = {
+        ("alice", "s1"): opened.lost_at,
+        ("bob", "b1"): opened.lost_at,
+        ("carol", "c1"): again.lost_at,
+    }
+    assert _lost(second) == expected
+
+    # a third crash with nothing written since: nothing to report, no time moves
+    crash_backend(url)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        third = _open(url)
+    assert _stm_warnings(record) == []
+    assert _lost(third) == expected
+
+    # a write that finds an uncounted loss before any open dates it at the crash recovery
+    third.add("alice is back", user_id="alice", session_id="s1")
+    assert third.stm_lost_at(user_id="alice", session_id="s1") == opened.lost_at  # kept
+    alice_began = _began(third, "alice", "s1")
+    killed_last = crash_backend(url)
+    third.add("alice is back again", user_id="alice", session_id="s1")
+    [alice] = third.stm_losses(user_id="alice")
+    assert alice.written_since and alice.lost_at >= killed_last > alice_began
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        _open(url).close()  # alice/s1 was written since; the others were counted before
+    assert _stm_warnings(record) == []
+    assert _lost(third) == {**expected, ("alice", "s1"): alice.lost_at}
+    for s in (third, second, after, first):
+        s.close()
+
+
+@pytest.mark.parametrize("checked", [True, False], ids=["checked", "reset-not-yet-checked"])
+def test_upgrade_pins_the_losses_counted_before(empty_db_url, checked):
+    """Revision 0038 told a counted loss from its times (lost_at >= began_at). A backend crash
+    dated a loss before its session began, so such a scope (no mark, lost_at < began_at) had
+    been counted when the server's check ran since the last reset: the upgrade pins it, at
+    its began_at (the earliest it can have been lost), and the next reset counts only what
+    was written since. Before that check the upgrade cannot tell it from a scope written
+    again and lost anew: it is left to be counted (once more rather than never)."""
+    engine = create_engine_for(empty_db_url)
+    try:
+        migrate.upgrade(engine, "0038")
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO cortex.stm_scopes (user_id, session_id, began_at, lost_at) VALUES "
+                    "('u', 'bug', now() - interval '1 hour', now() - interval '2 hours'), "
+                    "('u', 'live', now() - interval '1 hour', now() - interval '2 hours'), "
+                    "('v', 'counted', now() - interval '3 hours', now() - interval '2 hours'), "
+                    "('w', 'uncounted', now() - interval '3 hours', NULL)"
+                )
+            )
+            conn.execute(text("INSERT INTO cortex.stm_marks VALUES ('u', 'live')"))
+            if not checked:
+                conn.execute(text("DELETE FROM cortex.stm_server"))
+        before = _scopes(engine)
+        migrate.upgrade(engine)
+        after = _scopes(engine)
+        assert after["live"] == (*before["live"][:2], False)
+        assert after["counted"] == (*before["counted"][:2], True)
+        assert after["uncounted"] == (*before["uncounted"][:2], False)
+        if checked:
+            began_at = before["bug"][0]
+            assert after["bug"] == (began_at, began_at, True)
+        else:
+            assert after["bug"] == (*before["bug"][:2], False)
+        with engine.begin() as conn:  # a reset: marks and the check's row emptied
+            conn.execute(text("DELETE FROM cortex.stm_marks"))
+            conn.execute(text("DELETE FROM cortex.stm_server"))
+            counted = conn.execute(text("SELECT sessions, users FROM cortex.stm_check()")).one()
+        assert tuple(counted) == ((2, 2) if checked else (3, 2))  # live and uncounted (and bug)
+        lost = _scopes(engine)
+        assert all(lost_at >= began_at and pinned for began_at, lost_at, pinned in lost.values())
+    finally:
+        engine.dispose()
+
+
+def _scopes(engine) -> dict[str, tuple]:
+    with engine.connect() as conn:
+        cols = "began_at, lost_at" + (", lost_pinned" if _has_pinned(conn) else ", NULL")
+        rows = conn.execute(text(f"SELECT session_id, {cols} FROM cortex.stm_scopes")).all()
+    return {r[0]: tuple(r[1:]) for r in rows}
+
+
+def _has_pinned(conn) -> bool:
+    return conn.execute(
+        text(
+            "SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = 'cortex' "
+            "AND table_name = 'stm_scopes' AND column_name = 'lost_pinned')"
+        )
+    ).scalar_one()
