@@ -175,8 +175,8 @@ class STMLostWarning(CortexPGWarning):
     reads of a scope whose lost STM has not been written to since (one user, its sessions).
 
     Attributes:
-        lost_at: timezone-aware UTC start time of the server run that found STM empty (the
-            restart after the crash).
+        lost_at: timezone-aware UTC time of the crash recovery that emptied STM (after a
+            server crash, or a backend's: the postmaster may not have restarted).
         user_id: the user whose STM was read, or None for the open-time report.
         sessions: the session ids concerned (read) or how many there are (open), as
             ``tuple[str, ...]`` or ``int``.

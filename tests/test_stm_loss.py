@@ -5,10 +5,10 @@ again (crash recovery empties the UNLOGGED tables); a clean restart in between s
 what a clean restart keeps is not reported. Pinned: the first store opened after the crash
 warns with the counts (typed ``STMLostWarning``, logged), later opens do not; ``stats()``,
 ``stm_losses``/``stm_lost_at`` and ``cortex.stm_losses`` report per user and session, with
-the start of the recovered server as the time; the facades' short-term reads warn while
-nothing was written to the scope since, once per store; writing again ends that for the
-scope written, keeps the time, and a second crash moves the time of the scopes it emptied
-only; long-term memory and users without STM are untouched.
+the crash recovery (as the server started again) as the time; the facades' short-term reads
+warn while nothing was written to the scope since, once per store; writing again ends that
+for the scope written, keeps the time, and a second crash moves the time of the scopes it
+emptied only; long-term memory and users without STM are untouched.
 
 A backend killed with SIGKILL (the OOM killer) makes the postmaster run crash recovery without
 restarting (``pg_postmaster_start_time()`` stays): each loss is still counted by one open only,
@@ -96,7 +96,7 @@ def test_stm_lost_to_crash_recovery_is_reported(server, caplog):
         after = _open(url)
     [opened] = _stm_warnings(record)
     assert (opened.user_id, opened.sessions, opened.users) == (None, 3, 2)
-    assert killed_at <= opened.lost_at <= restarted  # the start of the recovered server
+    assert killed_at <= opened.lost_at <= restarted  # the recovery, as the server started
     assert "3 session(s) of 2 user(s)" in caplog.text
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")

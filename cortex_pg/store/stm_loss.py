@@ -3,7 +3,9 @@
 ``cortex.stm_notes`` is UNLOGGED, so PostgreSQL empties it when it recovers from a crash; a
 clean restart keeps it. Which sessions lost their STM is known exactly from the database
 (``sql/functions/stm_loss/v1.sql``: a logged row and an unlogged mark per session that had
-STM; recovery empties the marks with the notes). This module says so:
+STM; recovery empties the marks with the notes; ``v3.sql``: each loss is counted once and
+dated at the crash recovery that emptied it, also when only a backend crashed and the
+postmaster stayed). This module says so:
 
 * :meth:`STMLossReader.stm_losses` / :meth:`~STMLossReader.stm_lost_at` (and the
   ``stm_lost_at`` / ``stm_lost_sessions`` fields of ``MemoryStore.stats()``) report it any time;
@@ -39,9 +41,9 @@ class STMLoss:
 
     Attributes:
         user_id, session_id: the scope.
-        lost_at: timezone-aware UTC start time of the server run that found the STM empty
-            (the restart after the crash; a later clean restart before anything looked
-            moves it later). The latest loss when there were several.
+        lost_at: timezone-aware UTC time of the crash recovery that emptied the STM (the
+            server's last one when several happened before anything looked; never before
+            the session's STM began). The latest loss when there were several.
         written_since: STM was written to the scope after the loss (False: what it held is
             gone and nothing has replaced it).
     """
@@ -74,7 +76,7 @@ class STMLossReader:
 
     def stm_lost_at(self, *, user_id: str | None = None, session_id: str | None = None) -> datetime | None:
         """When crash recovery last emptied the user's (session's; anyone's with no user) short-term
-        memory: the start time of the server run that found it empty, timezone-aware UTC;
+        memory: the time of the crash recovery that emptied it, timezone-aware UTC;
         None when it never happened. Long-term memory is never lost this way.
 
         Raises:
@@ -97,7 +99,7 @@ def check_on_open(store: Any) -> STMLostWarning | None:
     if row is None:
         return None
     message = (
-        f"short-term memory was emptied by the database server's crash recovery (server started "
+        f"short-term memory was emptied by the database server's crash recovery (at "
         f"{_when(row.lost_at)}): {row.sessions} session(s) of {row.users} user(s) lost what STM "
         "held; long-term memory is intact and STM fills again as notes are added "
         "(MemoryStore.stm_losses() or SELECT * FROM cortex.stm_losses() lists them)"
@@ -125,7 +127,7 @@ def report_unwritten(store: Any, user_id: str, session_id: str | None = None) ->
     said.add(key)
     message = (
         f"short-term memory of user {user_id!r} ({_sessions(sessions)}) was emptied by the "
-        f"database server's crash recovery (server started {_when(lost_at)}) and nothing has been "
+        f"database server's crash recovery (at {_when(lost_at)}) and nothing has been "
         "written to it since: what it held before is gone (long-term memory is intact)"
     )
     return _issue(message, lost_at=lost_at, user_id=user_id, sessions=sessions, users=1)

@@ -190,7 +190,7 @@ class ShortTermMemory(ShelfBacked):
     @property
     def stm_lost_at(self) -> datetime | None:
         """When crash recovery of the database server last emptied this scope (timezone-aware
-        UTC: the start of the server run that found it empty), or None if it never did. Read
+        UTC: the time of the crash recovery that emptied it), or None if it never did. Read
         from the database on every access."""
         return self.shelf.stm_lost_at()
 
