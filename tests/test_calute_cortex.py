@@ -470,6 +470,19 @@ def test_build_context_for_task_names_a_task_with_nul_bytes(cm):
     assert err.value.field == "task_description"
 
 
+@pytest.mark.parametrize("task", [123, None, ["Analyze sales"], "Analyze\ud800 sales", "sales " * 2_000])
+def test_build_context_for_task_names_a_task_that_is_no_query(cm, task):
+    """A task that is not a string was taken as no task (a context without the search sections);
+    a lone surrogate reached the embedder: each is ValidationError(field="task_description")."""
+    from cortex_pg import ValidationError
+
+    cm.save_task_result("Analyze sales data", "Sales increased 15% this quarter", agent_role="Analyst")
+    with pytest.raises(ValidationError) as err:
+        cm.build_context_for_task(task)
+    assert err.value.field == "task_description" and err.value.reason
+    assert cm.build_context_for_task("   ") == cm.build_context_for_task("")  # blank: no search
+
+
 def test_a_data_directory_that_is_a_file_is_a_typed_error(tmp_path):
     """calute's own SQLite file (memory.db) given as the data directory: a ValidationError naming
     the caller's argument, and the file is left as it was (it was a raw FileExistsError)."""

@@ -174,6 +174,64 @@ def test_short_term_search_min_relevance_excludes_and_blank_query_lists(store):
         stm.search("x", min_relevance=2)
 
 
+BAD_QUERIES = [
+    (123, "must be a string"),
+    (None, "must be a string"),
+    (["pottery"], "must be a string"),
+    ("pot\x00tery", "NUL"),
+    ("pot\ud800tery", "lone surrogate"),
+    ("pottery " * 25_000, "longer than 10000 characters"),
+]
+
+
+@pytest.mark.parametrize(
+    ("query", "reason"), BAD_QUERIES, ids=["int", "none", "list", "nul", "surrogate", "long"]
+)
+def test_calute_searches_refuse_a_bad_query_naming_it_and_touch_nothing(store, query, reason):
+    """A query that is not a string was taken as blank (every item listed and counted as
+    accessed); NUL gave a DatabaseError naming no field, a lone surrogate a bare TypeError, and
+    LongTermMemory took 200,000 characters: each is ValidationError(field="query") now, as
+    MemoryStore.search raises, before any item is read or touched."""
+    stm = ShortTermMemory(store=store, user_id="u", session_id="bad")
+    ltm = LongTermMemory(store=store, user_id="u", session_id="bad")
+    ctx = ContextualMemory(store=store, user_id="u", session_id="badctx")
+    entities = EntityMemory(store, user_id="u", session_id="badent")
+    users = UserMemory(store=store)
+    stm.save("Alice's short note about the pottery class")
+    ltm.save("Alice's note about the pottery class")
+    ctx.save("Alice's contextual note about the pottery class", importance=0.2)
+    ctx.save("Alice's lasting note about the pottery class", importance=0.9)
+    entities.save("Alice joined the pottery class")
+    searches = {
+        "ShortTermMemory": lambda: stm.search(query),
+        "LongTermMemory": lambda: ltm.search(query),
+        "ContextualMemory": lambda: ctx.search(query),
+        "EntityMemory": lambda: entities.search(query),
+        "EntityMemory(entity_filter)": lambda: entities.search(query, entity_filter=["Alice"]),
+        "UserMemory": lambda: users.search_user_memory("newcomer", query),
+    }
+    for name, search in searches.items():
+        with pytest.raises(ValidationError) as err:
+            search()
+        assert err.value.field == "query", name
+        assert reason in err.value.reason, name
+    for memory in (stm, ltm, ctx.short_term, ctx.long_term):  # nothing listed, nothing touched
+        assert all(n.access_count == 0 for n in memory.shelf.list())
+    assert "newcomer" not in users.user_preferences  # refused before the user became known
+
+
+def test_calute_blank_queries_still_list_the_newest_items(store):
+    stm = ShortTermMemory(store=store, user_id="u", session_id="blank")
+    ltm = LongTermMemory(store=store, user_id="u", session_id="blank")
+    stm.save("older short note")
+    stm.save("newer short note")
+    ltm.save("a long-term note")
+    for blank in ("", "   ", "\t\n", "\u200b"):
+        assert [i.content for i in stm.search(blank)] == ["newer short note", "older short note"]
+        assert [i.content for i in ltm.search(blank)] == ["a long-term note"]
+        assert [i.relevance_score for i in stm.search(blank)] == [1.0, 1.0]
+
+
 def test_short_term_summarize(store):
     stm = ShortTermMemory(store=store, user_id="u", session_id="sum")
     assert stm.summarize() == "No recent memories."

@@ -154,10 +154,16 @@ class EntityMemory:
         (0, 1], computed in SQL; best first, then newest. With no query entities: full-text
         search on the query's words, score = ts_rank_cd / (1 + ts_rank_cd) in [0, 1); a blank
         query returns [] (never "everything").
+
+        Raises:
+            ValidationError: ``query`` not a string, or longer than 10,000 characters, holding
+                NUL or not valid Unicode (field ``query``); a bad ``limit``, ``entity_filter`` or
+                filter.
         """
         lim = validation.limit(limit)
+        query = validation.query_or_blank(query)
         targets = entity_names(entity_filter, "entity_filter")
-        if not targets and isinstance(query, str) and query.strip():
+        if not targets and query:
             targets = extract(query, llm_extract=self.llm_extract).names
         if targets:
             rows = self.graph.notes_mentioning(
@@ -168,7 +174,7 @@ class EntityMemory:
                 filters=item_filter(filters),
                 session_id=self.scope_session,
             )
-        elif isinstance(query, str) and query.strip():
+        elif query:
             rows = self.graph.notes_matching_text(
                 self.user_id,
                 query,

@@ -113,6 +113,21 @@ def query(value: object, field: str = "query") -> str:
     return content(value, field, MAX_QUERY_LENGTH)
 
 
+def query_or_blank(value: object, field: str = "query") -> str:
+    """A search query that may be blank (the calute searches list items for one): ``""`` for a
+    string with no visible character (``""``, whitespace), else the query as :func:`query`
+    checks it (a string, no NUL, valid Unicode, at most 10,000 characters).
+
+    Raises:
+        ValidationError: not a string (None included), or a non-blank query :func:`query` refuses.
+    """
+    if not isinstance(value, str):
+        raise ValidationError(field, f"must be a string, got {type(value).__name__}")
+    if "\x00" not in value and _invisible(value):
+        return ""
+    return query(value, field)
+
+
 def string_list(value: object, field: str) -> list[str]:
     if value is None:
         return []

@@ -231,12 +231,15 @@ class ContextualMemory:
         **kwargs: Any,
     ) -> list[MemoryItem]:
         """Short-term (and long-term) results, ``metadata["source"]`` set to ``short_term`` /
-        ``long_term``, boosted by the current frame (module doc), best first, one per id.
+        ``long_term``, boosted by the current frame (module doc), best first, one per id. A
+        blank query lists the newest items of each shelf (see their ``search``).
 
         Raises:
-            ValidationError: limit <= 0 or a bad filter.
+            ValidationError: ``query`` not a string, or longer than 10,000 characters, holding
+                NUL or not valid Unicode (field ``query``); limit <= 0 or a bad filter.
         """
         lim = validation.limit(limit)
+        query = validation.query_or_blank(query)
         results = self.short_term.search(query, limit=lim, filters=filters, **kwargs)
         for item in results:
             item.metadata["source"] = "short_term"

@@ -198,10 +198,12 @@ class CortexMemory:
 
         Raises:
             ValidationError: ``max_items`` is not a positive integer (field ``max_items``); the
-                task description is longer than a search query (10,000 characters) or holds NUL
-                bytes (field ``task_description``).
+                task description is not a string, or is longer than a search query (10,000
+                characters), holds NUL bytes or is not valid Unicode (field ``task_description``).
         """
         max_items = validation.limit(max_items, "max_items")
+        # checked as a search query (type, length, NUL bytes), under the caller's name; blank: none
+        query = validation.query_or_blank(task_description, "task_description")
         parts: list[str] = []
         if additional_context:
             parts.append(f"Background:\n{additional_context}")
@@ -210,9 +212,6 @@ class CortexMemory:
             if recent:
                 parts.append("Recent context:")
                 parts.extend(f"{BULLET}{m.content[:200]}" for m in recent)
-        query = task_description if isinstance(task_description, str) and task_description.strip() else ""
-        if query:  # checked as a search query (length, NUL bytes), under the caller's name
-            query = validation.query(query, "task_description")
         if self.long_term is not None and query:
             filters = {"agent_id": agent_role} if agent_role else None
             knowledge = self.long_term.search(query, limit=5, filters=filters)

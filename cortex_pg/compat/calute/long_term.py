@@ -189,10 +189,12 @@ class LongTermMemory(ShelfBacked):
         terms, as :meth:`MemoryStore.search` leaves them out.
 
         Raises:
-            ValidationError: limit <= 0 or a bad filter.
+            ValidationError: ``query`` not a string, or longer than 10,000 characters, holding
+                NUL or not valid Unicode (field ``query``); limit <= 0 or a bad filter.
         """
         lim = validation.limit(limit)
-        if not isinstance(query, str) or not query.strip():
+        query = validation.query_or_blank(query)
+        if not query:
             notes = self.shelf.list(
                 filters, limit=lim, order="ltm_score", touch=True, retention_days=self.retention_days
             )

@@ -126,11 +126,14 @@ class ShortTermMemory(ShelfBacked):
                 keys with a None value are ignored.
 
         Raises:
-            ValidationError: limit <= 0, a bad filter or min_relevance outside [0, 1].
+            ValidationError: ``query`` not a string, or longer than 10,000 characters, holding
+                NUL or not valid Unicode (field ``query``); limit <= 0, a bad filter or
+                min_relevance outside [0, 1].
         """
         lim = validation.limit(limit)
         floor = validation.unit_interval(min_relevance, "min_relevance")
-        if not isinstance(query, str) or not query.strip():
+        query = validation.query_or_blank(query)
+        if not query:
             return [item_from_note(n) for n in self.shelf.list(filters, limit=lim, touch=True)]
         results = self.shelf.search(query, limit=lim, filters=filters)
         return [item_from_note(r.note, r.score, access_bump=1) for r in results if r.score >= floor]

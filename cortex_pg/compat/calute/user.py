@@ -132,7 +132,13 @@ class UserMemory:
     def search_user_memory(
         self, user_id: str, query: str, limit: int = 10, **kwargs: Any
     ) -> list[MemoryItem]:
-        """:meth:`ContextualMemory.search` of the user's memory."""
+        """:meth:`ContextualMemory.search` of the user's memory.
+
+        Raises:
+            ValidationError: a bad user_id, or what :meth:`ContextualMemory.search` raises (a
+                bad ``query`` is refused before the user becomes known).
+        """
+        query = validation.query_or_blank(query)
         return self.get_or_create_user_memory(user_id).search(query, limit=limit, **kwargs)
 
     def get_user_preferences(self, user_id: str) -> dict[str, Any]:
