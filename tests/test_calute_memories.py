@@ -20,6 +20,7 @@ from cortex_pg.compat.calute import (
 )
 from cortex_pg.entities import EntityMemory
 from cortex_pg.entities import MemoryItem as EntityItem
+from tests.helpers.calute_contract import check_context_embeddings
 
 ITEM_KEYS = {
     "memory_id",
@@ -625,3 +626,78 @@ def test_an_item_dated_in_the_future_scores_as_one_written_now(store):
     assert all(0 <= i.relevance_score <= 1 for i in ltm.search(""))
     future = next(i for i in ltm.search("") if i.content == "lunch order for friday")
     assert future.relevance_score == pytest.approx(0.5 + 0.3 + 0.2)
+
+
+# ---------------------------------------------------------------------- context embeddings after deletes
+# Each note has a context embedding (it read after its session predecessor); MemoryStore.delete
+# writes its successor's anew. calute's deletes (merge_similar, cleanup, delete, clear, and
+# EntityMemory's) deleted with SQL of their own and left the successor's context built from the
+# deleted note, or a context row on a note that had become the first of its session.
+def _at(hour: int) -> str:
+    return f"2024-03-01T{hour:02d}:00:00Z"
+
+
+def test_merge_similar_rewrites_the_contexts_its_deletes_change(store):
+    ltm = LongTermMemory(store=store, user_id="ctx-merge", session_id="s")
+    ltm.save("the quick brown fox jumps over the lazy dog today", time=_at(1))
+    ltm.save("the quick brown fox jumps over the lazy dog", time=_at(2))  # merged away (shorter)
+    ltm.save("a completely different sentence about violins", time=_at(3))  # its predecessor goes
+    first = LongTermMemory(store=store, user_id="ctx-merge", session_id="t")
+    first.save("green tea with lemon and honey", time=_at(1))  # merged away: the keeper is first
+    first.save("green tea with lemon and honey please", time=_at(2))
+    assert check_context_embeddings(store, "ctx-merge") == 3
+    assert ltm.merge_similar(0.8) == 1 and first.merge_similar(0.8) == 1
+    assert check_context_embeddings(store, "ctx-merge") == 1  # the violins note, after the fox
+
+
+def test_long_term_cleanup_rewrites_the_contexts_its_deletes_change(store):
+    now = datetime.now(UTC)
+    ltm = LongTermMemory(store=store, user_id="ctx-cleanup", session_id="s", max_items=3, retention_days=30)
+    ltm.save("an expired first memory about owls", time=now - timedelta(days=40), importance=0.9)
+    ltm.save("a fresh memory about bees", time=now - timedelta(hours=4), importance=0.9)
+    ltm.save("a weak memory about cats", time=now - timedelta(hours=3), importance=0.0)
+    ltm.save("a memory about eels", time=now - timedelta(hours=2), importance=0.9)  # over capacity
+    assert len(ltm.last_cleanup.expired) == 1 and ltm.last_cleanup.over_capacity == []
+    assert check_context_embeddings(store, "ctx-cleanup") == 2  # bees is first now: no context
+    ltm.save("a memory about frogs", time=now - timedelta(hours=1), importance=0.9)
+    assert len(ltm.last_cleanup.over_capacity) == 1  # the weak cats, between bees and eels
+    assert check_context_embeddings(store, "ctx-cleanup") == 2  # eels after bees, frogs after eels
+    assert ltm.cleanup(room=2).removed == 2  # bees and eels, the oldest: frogs is left, first
+    assert len(ltm) == 1 and check_context_embeddings(store, "ctx-cleanup") == 0
+
+
+def test_shelf_deletes_and_clears_rewrite_the_contexts_they_change(store):
+    u = "ctx-shelf"
+    ltm = LongTermMemory(store=store, user_id=u, session_id="s")
+    a = ltm.save("alpha planning notes", time=_at(1))
+    ltm.save("bravo budget review", time=_at(2))
+    ltm.save("charlie hiring plan", time=_at(3), agent_id="x")
+    ltm.save("delta launch date", time=_at(4))
+    store.add("a plain note of the same session", user_id=u, session_id="s", time=_at(5))
+    ltm.save("echo retrospective", time=_at(6))
+    assert check_context_embeddings(store, u) == 5
+    assert ltm.delete(a.memory_id) == 1  # bravo is first now
+    assert check_context_embeddings(store, u) == 4
+    assert ltm.delete(filters={"agent_id": "x"}) == 1  # delta reads bravo now
+    assert check_context_embeddings(store, u) == 3
+    ctx = ContextualMemory(store=store, user_id=u, session_id="s")  # (its LTM shelf is this one)
+    assert ctx.delete(filters={"content": "delta launch date"}) == 1  # the plain note reads bravo
+    assert check_context_embeddings(store, u) == 2
+    ltm.clear()  # the plain note is left, first of its session
+    assert len(ltm) == 0 and check_context_embeddings(store, u) == 0
+    assert [n.content for n in store.list_notes(user_id=u)] == ["a plain note of the same session"]
+
+
+def test_entity_deletes_and_clear_rewrite_the_contexts_they_change(store):
+    u = "ctx-entity"
+    em = EntityMemory(store, user_id=u, session_id="s")
+    store.add("plain opening note", user_id=u, session_id="s", time=_at(1))
+    em.save("Alice met Bob in Paris", time=_at(2), agent_id="x")
+    store.add("plain middle note", user_id=u, session_id="s", time=_at(3))
+    em.save("Carol visited Berlin", time=_at(4))
+    store.add("plain closing note", user_id=u, session_id="s", time=_at(5))
+    assert check_context_embeddings(store, u) == 4
+    assert em.delete(filters={"agent_id": "x"}) == 1  # the middle note reads the opening one
+    assert check_context_embeddings(store, u) == 3
+    em.clear()  # the closing note reads the middle one
+    assert len(em) == 0 and check_context_embeddings(store, u) == 2

@@ -44,6 +44,7 @@ from cortex_pg.entities.repository import EntityStore, entity_name
 from cortex_pg.entities.sql import N_COLUMNS
 from cortex_pg.errors import ConflictError, NotFoundError, ValidationError, translate_db_errors
 from cortex_pg.store import MemoryStore
+from cortex_pg.store import sql as store_sql
 from cortex_pg.store.filters import clean_filters_given, compile_where, item_filter
 from cortex_pg.store.memory_store import facade_store, note_from_row, validation
 from cortex_pg.store.records import Note
@@ -269,25 +270,34 @@ class EntityMemory:
             return int(note is not None and self.store.delete(note.id, user_id=self.user_id))
         if not clean_filters_given(filters):
             return 0
-        rows = self._select(
-            "WITH l AS (DELETE FROM cortex.notes n WHERE {where} RETURNING n.id), "
-            "s AS (DELETE FROM cortex.stm_notes t WHERE t.user_id = :user_id AND t.id IN (SELECT id FROM l)) "
-            "SELECT count(*) AS n FROM l",
-            filters,
-            write=True,
-        )
-        return int(rows[0]["n"])
+        return self._delete_items(filters)
 
     def clear(self) -> None:
         """Delete every entity item of this user (of this session, when the memory has one);
         entities no longer mentioned go with them."""
-        self._select(
-            "WITH l AS (DELETE FROM cortex.notes n WHERE {where} RETURNING n.id), "
-            "s AS (DELETE FROM cortex.stm_notes t WHERE t.user_id = :user_id AND t.id IN (SELECT id FROM l)) "
-            "SELECT count(*) AS n FROM l",
-            None,
-            write=True,
-        )
+        self._delete_items(None)
+
+    @retry_transient  # one transaction of its own
+    def _delete_items(self, filters: Mapping[str, Any] | None) -> int:
+        """Delete this memory's items matching ``filters`` (all for None) and return their
+        number: the scope locks of their sessions first, then the items (``DELETE_ITEMS``), then,
+        in the same transaction, the context embeddings of the notes that followed them in their
+        sessions (as :meth:`MemoryStore.delete` writes its note's successor's)."""
+        values = {"user_id": self.user_id, "mt": MEMORY_TYPE, "session_id": self.scope_session}
+        with translate_db_errors(), self.store.engine.begin() as conn:
+            where = f"{self.WHERE} AND ({compile_where(conn, item_filter(filters))})"
+            sessions = list(
+                conn.execute(text(entity_sql.ITEM_SESSIONS.format(where=where)), values).scalars()
+            )
+            if not sessions:
+                return 0
+            conn.execute(
+                text(store_sql.LOCK_SCOPES), {"users": [self.user_id] * len(sessions), "sessions": sessions}
+            )
+            statement = entity_sql.DELETE_ITEMS.format(where=where)
+            gone = conn.execute(text(statement), {**values, "sessions": sessions}).all()
+            self.store.contexts_after_delete(conn, self.user_id, gone)
+        return len(gone)
 
     def get_entity_info(self, entity: str, *, as_of: datetime | str | None = None) -> dict[str, Any]:
         """What is known about an entity (looked up by normalised name).
@@ -485,13 +495,12 @@ class EntityMemory:
     )
 
     def _select(
-        self, template: str, filters: Mapping[str, Any] | None, *, write: bool = False, **params: Any
+        self, template: str, filters: Mapping[str, Any] | None, **params: Any
     ) -> list[dict[str, Any]]:
         """Run ``template`` with ``{cols}`` = the note columns and ``{where}`` = this memory's
         items matching ``filters`` (compiled by :func:`~cortex_pg.store.filters.compile_where`)."""
         values = {"user_id": self.user_id, "mt": MEMORY_TYPE, "session_id": self.scope_session, **params}
-        ctx = self.store.engine.begin() if write else self.store.engine.connect()
-        with translate_db_errors(), ctx as conn:
+        with translate_db_errors(), self.store.engine.connect() as conn:
             where = f"{self.WHERE} AND ({compile_where(conn, item_filter(filters))})"
             statement = template.format(cols=N_COLUMNS, where=where)
             return [dict(r) for r in conn.execute(text(statement), values).mappings().all()]

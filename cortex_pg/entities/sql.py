@@ -248,3 +248,21 @@ FROM cortex.entities e
 WHERE e.user_id = :user_id AND e.frequency > 0
 ORDER BY e.first_seen, e.name
 """
+
+# The entity items of tenant :user_id matching {where} (a test on n, cortex.notes), by session:
+# the sessions whose scope locks a delete of them takes first (store.sql.LOCK_SCOPES)
+ITEM_SESSIONS = "SELECT DISTINCT n.session_id FROM cortex.notes n WHERE {where} ORDER BY 1"
+
+# Delete those items of sessions :sessions (locked) and their STM rows; returns the places
+# (session_id, created_at, seq) of the notes deleted, for their followers' context embeddings
+# (MemoryStore.contexts_after_delete). Mentions, frequencies and relationships follow (trigger
+# notes_forget_entities).
+DELETE_ITEMS = """
+WITH l AS (
+    DELETE FROM cortex.notes n WHERE {where} AND n.session_id = ANY (CAST(:sessions AS text[]))
+    RETURNING n.id, n.session_id, n.created_at, n.seq
+), s AS (
+    DELETE FROM cortex.stm_notes t WHERE t.user_id = :user_id AND t.id IN (SELECT id FROM l)
+)
+SELECT session_id, created_at, seq FROM l
+"""

@@ -10,13 +10,22 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from sqlalchemy import Connection, text
 
 from cortex_pg.db.retry import retry_transient
-from cortex_pg.db.steps import Blocking, Plan, Query, Transaction, WithConnection, operation, plan_of
+from cortex_pg.db.steps import (
+    Blocking,
+    Plan,
+    Query,
+    Transaction,
+    WithConnection,
+    in_transaction,
+    operation,
+    plan_of,
+)
 from cortex_pg.errors import ImmutableFieldError, MergedNoteError, ValidationError, translate_db_errors
 from cortex_pg.store import sql, validation
 from cortex_pg.store.records import Note
@@ -231,15 +240,49 @@ class NoteChanger:
                 "scalar_one",
             )
             if after is not None:
-                yield Query(
-                    "DELETE FROM cortex.embeddings WHERE user_id = :u AND note_id = :id AND kind = 'context'",
-                    {"u": after.user_id, "id": after.id},
-                    "none",
-                )
-                yield from self._write_context_embeddings([after.user_id], [str(after.id)])
+                yield from self._contexts_anew(after.user_id, [str(after.id)])
             return n
 
         return (yield Transaction(body())) > 0
+
+    def contexts_after_delete(self, conn: Connection, user_id: str, places: Iterable[Any]) -> list[str]:
+        """Keep the context embeddings right after notes of tenant ``user_id`` were deleted by
+        the caller's own SQL on ``conn``, in the delete's transaction (under the scope locks of
+        their sessions, ``sql.LOCK_SCOPES``, as :meth:`delete` takes them): the current note that
+        now follows each deleted note in its session gets the context of its new predecessor,
+        as :meth:`delete` gives its note's successor, and a note now first of its session keeps
+        no context row.
+
+        Args:
+            places: the deleted LTM notes' places: rows with ``session_id``, ``created_at`` and
+                ``seq`` (of a ``RETURNING n.session_id, n.created_at, n.seq``).
+
+        Returns:
+            The ids of the notes whose context rows were written anew (or dropped), sorted.
+
+        Raises:
+            EmbeddingModelError, EmbeddingDimensionError: the embedder returned the wrong shape.
+        """
+        rows = list(places)
+        if not rows:
+            return []
+        params = {
+            "u": user_id,
+            "sessions": [r.session_id for r in rows],
+            "times": [r.created_at for r in rows],
+            "seqs": [r.seq for r in rows],
+        }
+        after = sorted(str(i) for i in conn.execute(text(sql.NEXT_AFTER_PLACES), params).scalars())
+        if after:
+            in_transaction(conn, self._contexts_anew(user_id, after))
+        return after
+
+    def _contexts_anew(self, user_id: str, ids: list[str]) -> Plan[None]:
+        """The notes ``ids`` of tenant ``user_id``, whose predecessor in their session changed:
+        their context rows (every model) go, and are written again from their new predecessor
+        when the store keeps context embeddings (none for a note now first of its session)."""
+        yield Query(sql.DROP_CONTEXT_ROWS, {"u": user_id, "ids": ids}, "none")
+        yield from self._write_context_embeddings([user_id] * len(ids), ids)
 
     @retry_transient
     @tenant_scoped

@@ -407,5 +407,23 @@ CROSS JOIN LATERAL (
 WHERE n.user_id = :u AND n.id = :id
 """
 
+# The current notes of tenant :u that follow the places of deleted notes (parallel arrays
+# :sessions, :times, :seqs: each a deleted note's session_id, created_at, seq), each once: the
+# first current note after each place in its session, whose predecessor the delete changed.
+NEXT_AFTER_PLACES = """
+SELECT DISTINCT nx.id FROM unnest(CAST(:sessions AS text[]), CAST(:times AS timestamptz[]),
+                                  CAST(:seqs AS bigint[])) AS g(session_id, created_at, seq)
+CROSS JOIN LATERAL (
+    SELECT m.id FROM cortex.notes m
+    WHERE m.user_id = :u AND m.session_id = g.session_id AND m.merged_into IS NULL
+      AND (m.created_at, m.seq) > (g.created_at, g.seq)
+    ORDER BY m.created_at, m.seq LIMIT 1) nx
+"""
+
+# the context rows (every model) of notes :ids of tenant :u, before they are written anew
+DROP_CONTEXT_ROWS = """
+DELETE FROM cortex.embeddings WHERE user_id = :u AND note_id = ANY (CAST(:ids AS uuid[])) AND kind = 'context'
+"""
+
 # The tenant a note id is registered to (cortex.note_ids), for by-id calls without a user_id.
 ID_OWNER = "SELECT user_id FROM cortex.note_ids WHERE id = :id"

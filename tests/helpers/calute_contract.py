@@ -10,8 +10,11 @@ import textwrap
 import uuid
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
+from sqlalchemy import text
 
 from cortex_pg import ValidationError
 from cortex_pg.compat.memory_item import MemoryItem
@@ -105,3 +108,41 @@ def check_filter_errors(call) -> None:
             call(flt)
         assert err.value.field == "filters", (flt, err.value)
         assert fragment in str(err.value), (flt, str(err.value))
+
+
+def check_context_embeddings(store: Any, user_id: str) -> int:
+    """Every current LTM note of ``user_id`` holds the context embedding the store computes from
+    scratch (the embedding of its session predecessor's content, a newline and its own) when it
+    has a predecessor, and no context row (of any model) when it is the first of its session.
+    Returns the number of notes with a context embedding."""
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                """
+                SELECT n.id, p.content || E'\\n' || n.content AS context_text,
+                       (SELECT e.embedding::text FROM cortex.embeddings e
+                        WHERE e.user_id = n.user_id AND e.note_id = n.id AND e.kind = 'context'
+                          AND e.model = :m) AS stored,
+                       (SELECT count(*) FROM cortex.embeddings e
+                        WHERE e.user_id = n.user_id AND e.note_id = n.id AND e.kind = 'context') AS rows
+                FROM cortex.notes n
+                LEFT JOIN LATERAL (
+                    SELECT m.content FROM cortex.notes m
+                    WHERE m.user_id = n.user_id AND m.session_id = n.session_id AND m.merged_into IS NULL
+                      AND (m.created_at, m.seq) < (n.created_at, n.seq)
+                    ORDER BY m.created_at DESC, m.seq DESC LIMIT 1) p ON true
+                WHERE n.user_id = :u AND n.merged_into IS NULL
+                """
+            ),
+            {"u": user_id, "m": store.embedder.name},
+        ).all()
+    first = [str(r.id) for r in rows if r.context_text is None and r.rows]
+    assert first == [], f"notes first of their session keep a context embedding: {first}"
+    have = [r for r in rows if r.context_text is not None]
+    assert all(r.rows == 1 for r in have), "a note with a predecessor has one context row"
+    if have:
+        expected = store.embedder.embed([r.context_text for r in have])
+        for r, want in zip(have, expected, strict=True):
+            got = np.array([float(x) for x in r.stored.strip("[]").split(",")])
+            assert np.allclose(got, want, atol=1e-6), f"stale context embedding of {r.id}: {r.context_text!r}"
+    return len(have)

@@ -146,7 +146,10 @@ class LongTermMemory(ShelfBacked):
             "spare": spare,
         }
         conn.execute(text(sql.LOCK_SCOPE), params)
-        return conn.execute(text(sql.CLEANUP.format(scope=sql.SCOPE)), params).all()
+        gone = conn.execute(text(sql.CLEANUP.format(scope=sql.SCOPE)), params).all()
+        # (the notes that followed them read a new predecessor: as MemoryStore.delete's)
+        self.store.contexts_after_delete(conn, self.shelf.user_id, gone)
+        return gone
 
     @retry_transient  # one transaction of its own (its deletes, as Shelf.delete's)
     def cleanup(self, room: int = 0) -> CleanupReport:
@@ -285,14 +288,17 @@ class LongTermMemory(ShelfBacked):
                 ids = list({i for pair in pairs for i in pair})
                 conn.execute(text(store_sql.LOCK_LTM_NOTES), {"user_id": self.shelf.user_id, "ids": ids})
             gone: set[Any] = set()
+            places: list[Any] = []
             for keep_id, drop_id in pairs:
                 if keep_id in gone or drop_id in gone:
                     continue
-                conn.execute(
+                places += conn.execute(
                     text(sql.MERGE), {"user_id": self.shelf.user_id, "keep_id": keep_id, "drop_id": drop_id}
-                )
+                ).all()
                 gone.add(drop_id)
                 merged += 1
+            # (the notes that followed the dropped ones read a new predecessor: as MemoryStore.delete's)
+            self.store.contexts_after_delete(conn, self.shelf.user_id, places)
         return merged
 
     def consolidate(self, merge_similar: bool = True, similarity_threshold: float = 0.8) -> str:

@@ -168,16 +168,25 @@ class Shelf:
         with translate_db_errors(), self.store.engine.begin() as conn:
             conn.execute(text(sql.LOCK_SCOPE), self.params)  # before any row (store.sql.LOCK_SCOPES)
             where = self._where(conn, filters)
-            statement = sql.DELETE.format(table=self.table, scope=sql.SCOPE, where=where)
-            return list(conn.execute(text(statement), {**self.params, "id": nid}).scalar_one())
+            return self._delete(conn, where, nid)
 
     @retry_transient
     def clear(self) -> int:
         """Delete every item of the shelf. Returns the number removed."""
         with translate_db_errors(), self.store.engine.begin() as conn:
             conn.execute(text(sql.LOCK_SCOPE), self.params)  # before any row (store.sql.LOCK_SCOPES)
-            statement = sql.DELETE.format(table=self.table, scope=sql.SCOPE, where="true")
-            return len(conn.execute(text(statement), {**self.params, "id": None}).scalar_one())
+            return len(self._delete(conn, "true", None))
+
+    def _delete(self, conn: Connection, where: str, nid: uuid.UUID | None) -> list[str]:
+        """Delete this shelf's items matching ``where`` (and id ``nid`` when given) on ``conn``,
+        under the scope lock; on an LTM shelf, the notes that followed them in the session get
+        their new context embeddings in the same transaction (as :meth:`MemoryStore.delete`).
+        Returns the ids removed."""
+        statement = sql.DELETE.format(table=self.table, scope=sql.SCOPE, where=where)
+        gone = conn.execute(text(statement), {**self.params, "id": nid}).all()
+        if self.tier == "ltm":
+            self.store.contexts_after_delete(conn, self.user_id, gone)
+        return [r.id for r in gone]
 
     # ------------------------------------------------------------------ reads
     # (a touching read locks its rows in id order through cortex.touch_notes, as every other

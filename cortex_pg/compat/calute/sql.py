@@ -44,15 +44,18 @@ SELECT set_config('synchronous_commit', 'off', true) AS lazy_commit,
 # The deletes below lock their rows in id order first (FOR UPDATE in a materialised CTE), the
 # order of the touching reads (cortex.touch_notes), so that a delete beside a touching read of the
 # same items waits for it, or it for the delete, and never deadlocks (in its plan's order, a
-# multi-row delete could).
+# multi-row delete could). Each returns the places (session_id, created_at, seq) of the LTM notes
+# it deleted, whose followers' context embeddings the store then writes anew
+# (MemoryStore.contexts_after_delete), in the delete's transaction.
 DELETE = """
 WITH doomed AS MATERIALIZED (
     SELECT n.id FROM {table} n WHERE {scope} AND ({where}) AND (CAST(:id AS uuid) IS NULL OR n.id = :id)
     ORDER BY n.id FOR UPDATE
 ), gone AS (
-    DELETE FROM {table} n USING doomed d WHERE n.user_id = :user_id AND n.id = d.id RETURNING n.id
+    DELETE FROM {table} n USING doomed d WHERE n.user_id = :user_id AND n.id = d.id
+    RETURNING n.id, n.session_id, n.created_at, n.seq
 )
-SELECT coalesce(array_agg(id::text ORDER BY id), '{{}}') FROM gone
+SELECT id::text AS id, session_id, created_at, seq FROM gone ORDER BY id
 """
 
 COUNT = "SELECT count(*) FROM {table} n WHERE {scope} {live}"
@@ -142,9 +145,9 @@ WITH live AS (
     ORDER BY n.id FOR UPDATE OF n
 ), gone AS (
     DELETE FROM cortex.notes n USING doomed d WHERE n.user_id = :user_id AND n.id = d.id
-    RETURNING n.id, d.expired
+    RETURNING n.id, d.expired, n.session_id, n.created_at, n.seq
 )
-SELECT id, expired FROM gone ORDER BY id
+SELECT id, expired, session_id, created_at, seq FROM gone ORDER BY id
 """
 
 # pairs of similar LTM items: |words(a) & words(b)| / max(|words(a)|, |words(b)|) >= threshold,
@@ -192,22 +195,27 @@ ORDER BY a.len DESC, a.id, b.id
 # the dropped item is marked merged (kept for history; search and counts skip it); the keeper
 # takes the larger importance and the sum of the access counts (calute's merge rule)
 # (the dropped item is deleted, as calute removes it: marked merged_into the keeper, which does
-# not hold its text, saving that text again found the keeper and stored nothing)
+# not hold its text, saving that text again found the keeper and stored nothing); returns the
+# dropped item's place (session_id, created_at, seq), as the deletes above
 MERGE = """
 WITH src AS (
     DELETE FROM cortex.notes n
     WHERE n.user_id = :user_id AND n.id = :drop_id AND n.merged_into IS NULL
-    RETURNING n.importance, n.access_count, n.metadata->'importance' AS item_importance
+    RETURNING n.importance, n.access_count, n.metadata->'importance' AS item_importance,
+              n.session_id, n.created_at, n.seq
+), kept AS (
+    UPDATE cortex.notes k
+    SET importance = greatest(k.importance, src.importance), access_count = k.access_count + src.access_count,
+        -- the item's importance as calute reads it (metadata), the larger too
+        metadata = CASE WHEN jsonb_typeof(src.item_importance) = 'number'
+                             AND (jsonb_typeof(k.metadata->'importance') IS DISTINCT FROM 'number'
+                                  OR src.item_importance::numeric > (k.metadata->'importance')::numeric)
+                        THEN jsonb_set(k.metadata, '{importance}', src.item_importance)
+                        ELSE k.metadata END
+    FROM src WHERE k.user_id = :user_id AND k.id = :keep_id
+    RETURNING k.id
 )
-UPDATE cortex.notes k
-SET importance = greatest(k.importance, src.importance), access_count = k.access_count + src.access_count,
-    -- the item's importance as calute reads it (metadata), the larger too
-    metadata = CASE WHEN jsonb_typeof(src.item_importance) = 'number'
-                         AND (jsonb_typeof(k.metadata->'importance') IS DISTINCT FROM 'number'
-                              OR src.item_importance::numeric > (k.metadata->'importance')::numeric)
-                    THEN jsonb_set(k.metadata, '{importance}', src.item_importance)
-                    ELSE k.metadata END
-FROM src WHERE k.user_id = :user_id AND k.id = :keep_id
+SELECT session_id, created_at, seq FROM src
 """
 
 CONTEXT_PUSH = (
