@@ -85,9 +85,23 @@ def item_filter(
     mine = {"memory_type": memory_type}
     if extra is None:
         return {**ITEM_FIELDS, **mine}
-    if "memory_type" in extra or "$fields" in extra:
+    if _names_key(extra, "memory_type"):
+        # The store's own type stays out of the caller's conjunction (a one-branch $or is not
+        # merged with it): the compiler refuses a conjunction no value meets, but asking this
+        # store for another memory_type is a well-written filter that matches nothing here.
+        return {**ITEM_FIELDS, "$and": [{"$or": [mine]}, extra]}
+    if "$fields" in extra:
         return {**ITEM_FIELDS, "$and": [mine, extra]}
     return {**ITEM_FIELDS, **extra, **mine}  # the caller's keys keep their paths in errors
+
+
+def _names_key(value: object, key: str) -> bool:
+    """True when ``key`` is a key of ``value`` or of a dict nested in it (through lists too)."""
+    if isinstance(value, Mapping):
+        return key in value or any(_names_key(v, key) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_names_key(v, key) for v in value)
+    return False
 
 
 def compile_where(
