@@ -1,4 +1,4 @@
-"""One filter language (cortex.compile_filter v2, v4, v5) for where_filter and every calute-style store."""
+"""One filter language (cortex.compile_filter v2, v4, v5, v7) for where_filter and every calute-style store."""
 
 from __future__ import annotations
 
@@ -93,6 +93,122 @@ def compile_filter(store, flt, path="where_filter"):
         ({"created_at": {"$in": ["2023-05-07", "05/08/2023"]}}, "where_filter.created_at", '"05/08/2023"'),
         ({"created_at": {"$lt": "2023-05-08 PST"}}, "where_filter.created_at", "not an ISO 8601 time"),
         ({"$fields": "item", "timestamp": {"$gt": "now"}}, "where_filter.timestamp", "not an ISO 8601 time"),
+        # a conjunction (an object's keys and its $and, flattened) checked as a whole per field (v7)
+        (
+            {"$and": [{"category": "work"}, {"category": "home"}]},
+            "where_filter.$and[1].category",
+            'contradicts where_filter.$and[0].category: no value is both "work" and "home"',
+        ),
+        (
+            {"category": "work", "$and": [{"category": "home"}]},
+            "where_filter.$and[0].category",
+            "contradicts where_filter.category:",
+        ),
+        (
+            {"$and": [{"importance": {"$gt": 0.8}}, {"importance": {"$lt": 0.2}}]},
+            "where_filter.$and[1].importance",
+            "the range from 0.8 to 0.2 is empty",
+        ),
+        (
+            {"$and": [{"importance": {"$gte": 0.5}}, {"$and": [{"importance": {"$lt": 0.5}}]}]},
+            "where_filter.$and[1].$and[0].importance",
+            "contradicts where_filter.$and[0].importance",
+        ),
+        (
+            {"$and": [{"created_at": {"$gte": "2023-06-01"}}, {"created_at": {"$lt": "2023-05-01"}}]},
+            "where_filter.$and[1].created_at",
+            "is empty",
+        ),
+        (
+            {
+                "$fields": "item",
+                "timestamp": {"$gte": "2024-01-01"},
+                "$and": [{"created_at": {"$lt": "2023-01-01"}}],
+            },
+            "where_filter.$and[0].created_at",
+            "contradicts where_filter.timestamp",
+        ),
+        (
+            {"$and": [{"n": 1}, {"metadata.n": 2}]},
+            "where_filter.$and[1].metadata.n",
+            "no value is both 1 and 2",
+        ),
+        (
+            {"$and": [{"n": {"$gt": 1}}, {"n": {"$lt": "z"}}]},
+            "where_filter.$and[1].n",
+            "a number and with a string",
+        ),
+        (
+            {"$and": [{"n": {"$in": [1, 2]}}, {"n": {"$in": [3]}}]},
+            "where_filter.$and[1].n",
+            "no value is both one of",
+        ),
+        (
+            {
+                "$and": [
+                    {"category": {"$in": ["a", "b"]}},
+                    {"category": {"$in": ["b", "c"]}},
+                    {"category": {"$ne": "b"}},
+                ]
+            },
+            "where_filter.$and[2].category",
+            "contradicts where_filter.$and[0].category, where_filter.$and[1].category: no value meets all of",
+        ),
+        (
+            {"$and": [{"tags": {"$contains": "a"}}, {"tags": {"$nin": ["a"]}}]},
+            "where_filter.$and[1].tags",
+            "a is both",
+        ),
+        (
+            {"$and": [{"tags": ["a"]}, {"tags": ["b"]}]},
+            "where_filter.$and[1].tags",
+            'exactly ["a"] and exactly ["b"]',
+        ),
+        ({"$and": [{"tags": ["a"]}, {"tags": "b"}]}, "where_filter.$and[1].tags", "not in the exact list"),
+        (
+            {"$and": [{"tags": {"$in": ["a", "b"]}}, {"tags": {"$nin": ["a"]}}, {"tags": {"$ne": "b"}}]},
+            "where_filter.$and[2].tags",
+            "every value of $in",
+        ),
+        # ... wherever the conjunction stands, as a contradictory operator object
+        (
+            {"$or": [{"a": 1}, {"$and": [{"category": "work"}, {"category": "home"}]}]},
+            "where_filter.$or[1].$and[1].category",
+            "contradicts where_filter.$or[1].$and[0].category",
+        ),
+        (
+            {"$or": [{"a": 1}, {"category": "work", "$and": [{"category": "home"}]}]},
+            "where_filter.$or[1].$and[0].category",
+            "contradicts where_filter.$or[1].category",
+        ),
+        (
+            {"$not": {"$and": [{"category": "work"}, {"category": "home"}]}},
+            "where_filter.$not.$and[1].category",
+            "contradicts",
+        ),
+        # access_count is an integer column: a range that holds no whole number is empty (v7)
+        ({"access_count": {"$gt": 1, "$lt": 2}}, "where_filter.access_count", "none meets $gt 1 and $lt 2"),
+        ({"access_count": {"$gt": 2147483647}}, "where_filter.access_count", "holds whole numbers"),
+        (
+            {"access_count": {"$gt": 1, "$lte": 2, "$ne": 2}},
+            "where_filter.access_count",
+            "no value meets all of",
+        ),
+        (
+            {"$and": [{"access_count": {"$gt": 1}}, {"access_count": {"$lt": 2}}]},
+            "where_filter.$and[1].access_count",
+            "none meets $gt 1 and $lt 2",
+        ),
+        (
+            {"$and": [{"access_count": 1}, {"access_count": {"$gt": 1}}]},
+            "where_filter.$and[1].access_count",
+            "no value meets all of",
+        ),
+        (
+            {"$fields": "item", "$and": [{"access_count": {"$gte": 3}}, {"access_count": {"$lt": 3.0}}]},
+            "where_filter.$and[1].access_count",
+            "contradicts where_filter.$and[0].access_count",
+        ),
     ],
 )
 def test_shapes_that_match_nothing_raise_with_their_path(store, flt, path, fragment):
@@ -144,6 +260,40 @@ def test_valid_neighbours_of_the_refused_shapes_still_compile(store):
         assert compile_filter(store, flt) != "true", flt
 
 
+def test_satisfiable_conjunctions_compile_as_before(store):
+    # look-alikes of the contradictions above that some value meets compile as they did: the
+    # clauses of an $and, each compiled alone, AND-ed
+    for flt in (
+        {"$and": [{"category": "work"}, {"importance": {"$gt": 0.5}}]},
+        {"$and": [{"importance": {"$gt": 0.2}}, {"importance": {"$lt": 0.8}}]},
+        {"$and": [{"category": "work"}, {"category": "work"}]},
+        {"$and": [{"category": {"$in": ["a", "b"]}}, {"category": {"$in": ["b", "c"]}}]},
+        {"$and": [{"tags": "a"}, {"tags": "b"}]},  # has a and has b
+        {"$and": [{"tags": {"$in": ["a", "b"]}}, {"tags": {"$nin": ["a"]}}]},
+        {"$and": [{"n": 1}, {"metadata.n": 1.0}]},
+        {"$and": [{"n": {"$gte": 1}}, {"n": {"$lte": 1}}]},
+        {"$and": [{"access_count": {"$gt": 1}}, {"access_count": {"$lt": 3}}]},
+        {"$and": [{"access_count": {"$gte": 1}}, {"access_count": {"$lt": 2}}]},
+    ):
+        expected = "((" + " AND ".join(compile_filter(store, c) for c in flt["$and"]) + "))"
+        assert compile_filter(store, flt) == expected
+    for flt in (
+        {"category": "work", "$and": [{"importance": {"$gt": 0.5}}]},
+        {"access_count": {"$gte": 1, "$lt": 2}},  # 1
+        {"access_count": {"$gt": 1, "$lte": 2}},  # 2
+        {"access_count": {"$gt": 1, "$lt": 3, "$ne": 1}},  # 2
+        {"access_count": {"$gt": -1}},
+        {"access_count": 1.0, "$and": [{"access_count": {"$gt": 0}}]},
+        {"$and": [{"category": {"$contains": "w"}}, {"category": {"$under": "work"}}]},
+        {"$or": [{"category": "work"}, {"category": "home"}]},  # either: not a conjunction
+        {"$and": [{"category": "work"}, {"$or": [{"category": "home"}, {"importance": 1}]}]},
+        {"category": "work", "$not": {"category": "home"}},
+        {"$and": [{"created_at": {"$gte": "2023-05-01"}}, {"created_at": {"$lt": "2023-05-02"}}]},
+        {"$and": [{"n": {"$ne": 1}}, {"n": {"$ne": 2}}, {"n": {"$gte": 1, "$lte": 3}}]},
+    ):
+        assert compile_filter(store, flt) != "true", flt
+
+
 def test_where_filter_on_the_prem_api_refuses_them_too(store):
     store.add("a note from 2023", user_id="u", metadata={"year": 2023})
     for flt in (
@@ -158,6 +308,60 @@ def test_where_filter_on_the_prem_api_refuses_them_too(store):
     assert [r.content for r in store.search("note", user_id="u", where_filter={"year": {"$gte": 2022}})] == [
         "a note from 2023"
     ]
+
+
+def test_search_refuses_contradictory_conjunctions_and_keeps_their_look_alikes(store):
+    # the QA reproduction: these returned [] instead of raising
+    work = store.add("Work note about the quarterly plan", user_id="u", category="work", importance=0.5)
+    home = store.add("Home note about the garden plan", user_id="u", category="home", importance=0.9)
+
+    def found(flt):
+        return {r.id for r in store.search("plan", user_id="u", limit=10, where_filter=flt, touch=False)}
+
+    for flt, path in (
+        ({"$and": [{"category": "work"}, {"category": "home"}]}, "where_filter.$and[1].category"),
+        ({"category": "work", "$and": [{"category": "home"}]}, "where_filter.$and[0].category"),
+        (
+            {"$and": [{"importance": {"$gt": 0.8}}, {"importance": {"$lt": 0.2}}]},
+            "where_filter.$and[1].importance",
+        ),
+        ({"access_count": {"$gt": 1, "$lt": 2}}, "where_filter.access_count"),
+        (
+            {"$or": [{"category": "work"}, {"$and": [{"category": "work"}, {"category": "home"}]}]},
+            "where_filter.$or[1]",
+        ),
+    ):
+        with pytest.raises(ValidationError) as err:
+            store.search("plan", user_id="u", where_filter=flt, touch=False)
+        assert err.value.field == "where_filter" and err.value.reason.startswith(path), (
+            flt,
+            err.value.reason,
+        )
+    assert found({"$and": [{"category": "work"}, {"importance": {"$gt": 0.4}}]}) == {work}
+    assert found({"$and": [{"importance": {"$gt": 0.2}}, {"importance": {"$lt": 0.8}}]}) == {work}
+    assert found({"category": "home", "$and": [{"importance": {"$gte": 0.9}}]}) == {home}
+    assert found({"access_count": {"$gte": 0, "$lt": 1}}) == {work, home}
+    assert found({"access_count": {"$gte": 1, "$lt": 2}}) == set()  # well written, no match: []
+
+
+def test_a_calute_store_scope_is_not_part_of_the_callers_conjunction(store):
+    from cortex_pg.compat.calute import LongTermMemory, ShortTermMemory
+
+    stm = ShortTermMemory(store=store, user_id="u")
+    ltm = LongTermMemory(store=store, user_id="u")
+    said = stm.save("said in the short term")
+    # asking the short-term store for another type is a filter that matches nothing here
+    assert stm.retrieve(filters={"memory_type": "long_term"}) == []
+    assert stm.retrieve(filters={"$and": [{"memory_type": "long_term"}]}) == []
+    assert ltm.retrieve(filters={"memory_type": {"$in": ["short_term"]}}) == []
+    assert [i.memory_id for i in stm.retrieve(filters={"memory_type": "short_term"})] == [said.memory_id]
+    # a contradiction in the caller's own filter is refused, naming the caller's field
+    with pytest.raises(ValidationError) as err:
+        stm.retrieve(filters={"agent_id": "a", "$and": [{"agent_id": "b"}]})
+    assert err.value.field == "filters" and "contradicts" in err.value.reason
+    with pytest.raises(ValidationError) as err:
+        stm.retrieve(filters={"memory_type": "short_term", "$and": [{"memory_type": "entity"}]})
+    assert err.value.field == "filters" and "contradicts" in err.value.reason
 
 
 def test_a_bare_list_means_equal_to_exactly_that_list(store):
