@@ -17,7 +17,11 @@ everywhere (the grammar is in ``sql/functions/compile_filter/v2.sql``):
   :class:`~cortex_pg.errors.ValidationError` naming the caller's field and the path of the
   offending part: an unknown operator, a logical or comparison word without ``$``
   (``{"or": [...]}``, ``{"year": {"gte": 2022}}``), bounds of two JSON types, a number written
-  as a string in a range (``{"$gte": "2022"}``), an empty range, a wrong value type.
+  as a string in a range (``{"$gte": "2022"}``), an empty range (on the integer
+  ``access_count``: one that holds no whole number, ``{"$gt": 1, "$lt": 2}``), a wrong value
+  type, conditions on one field that no value meets together, in one operator object or spread
+  over the clauses of a conjunction (``{"$and": [{"category": "work"}, {"category": "home"}]}``;
+  ``compile_filter`` v5 and v7).
 
 The calute stores use calute's item field names (:func:`item_filter`): ``memory_type``,
 ``agent_id``, ``task_id``, ``conversation_id``, ``user_id`` (the item's user: metadata
