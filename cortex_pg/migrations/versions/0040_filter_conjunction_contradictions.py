@@ -1,7 +1,7 @@
 """where_filter: contradictions spread over a conjunction's clauses, and integer ranges with no whole number, are errors
 
 ``functions/compile_filter/v7`` keeps version 5's ``cortex.compile_filter`` as
-``compile_filter_v5`` and wraps it. The clauses of a conjunction (an object's keys and its
+``compile_filter_clauses`` and wraps it. The clauses of a conjunction (an object's keys and its
 ``$and``, nested ``$and`` flattened) are checked together per field with version 5's rules for
 one operator object: ``{"$and": [{"category": "work"}, {"category": "home"}]}``,
 ``{"category": "work", "$and": [{"category": "home"}]}`` and disjoint ranges in two clauses
@@ -39,4 +39,4 @@ def downgrade() -> None:
     op.execute("DROP FUNCTION cortex.filter_conjunction_problem(text, jsonb)")
     op.execute("DROP FUNCTION cortex.filter_operators_problem(text, jsonb)")
     op.execute("DROP FUNCTION cortex.filter_conjunction(jsonb, boolean, text)")
-    op.execute("ALTER FUNCTION cortex.compile_filter_v5(jsonb, text, text) RENAME TO compile_filter")
+    op.execute("ALTER FUNCTION cortex.compile_filter_clauses(jsonb, text, text) RENAME TO compile_filter")

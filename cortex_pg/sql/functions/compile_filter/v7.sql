@@ -30,12 +30,12 @@
 -- conjunction inside an $or branch or under $not is an error too, as a contradictory operator
 -- object there already was.
 --
--- Version 5's cortex.compile_filter is kept as compile_filter_v5 and does all the compiling
+-- Version 5's cortex.compile_filter is kept, renamed compile_filter_clauses, and does all the compiling
 -- (so the compiled text of every filter is unchanged); this function calls it, then checks its
 -- own level. New: cortex.filter_conjunction, cortex.filter_conjunction_problem and
 -- cortex.filter_operators_problem.
 
-ALTER FUNCTION cortex.compile_filter(jsonb, text, text) RENAME TO compile_filter_v5;
+ALTER FUNCTION cortex.compile_filter(jsonb, text, text) RENAME TO compile_filter_clauses;
 
 -- The clauses of the conjunction a filter object states, as a JSON array of
 -- {"field": <one name per field>, "ops": <operator object>, "path": <its path>}: the object's
@@ -84,7 +84,7 @@ LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
     v_msg text;
 BEGIN
-    PERFORM cortex.compile_filter_v5(CASE p_field
+    PERFORM cortex.compile_filter_clauses(CASE p_field
         WHEN '@id' THEN jsonb_build_object('$fields', 'item', 'memory_id', p_ops)
         WHEN '@user_id' THEN jsonb_build_object('$fields', 'item', 'user_id', p_ops)
         ELSE jsonb_build_object(p_field, p_ops) END, 'n', 'f');
@@ -262,7 +262,7 @@ CREATE FUNCTION cortex.compile_filter(
 ) RETURNS text
 LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
-    v_sql text := cortex.compile_filter_v5(p_filter, p_alias, p_path);  -- every other check first
+    v_sql text := cortex.compile_filter_clauses(p_filter, p_alias, p_path);  -- every other check first
     v_field text;
     v_clauses jsonb;
     v_why text;
