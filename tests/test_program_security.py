@@ -39,6 +39,9 @@ CODE_DERIVED = {
     ("compat/item_views.py", "rows"): "a SQL fragment of the shelf (constant per tier), not caller text",
     ("evolution/worker.py", "queue"): "queue.CHANNEL, a module constant",
     ("store/reading.py", "parts"): "SELECTs over the constant table map, one per literal tier",
+    ("entities/memory.py", "entity_sql"): "entity_sql.ITEM_SESSIONS, a module constant",
+    ("entities/memory.py", "where"): "self.WHERE, a class constant, and compile_where's SQL, compiled "
+    "by cortex.compile_filter, which quotes every value",
     ("store/reading.py", "table"): "the constant tier -> table map",
 }
 

@@ -235,9 +235,13 @@ def test_a_backend_crash_is_dated_at_its_recovery_and_counted_once(server):
     third.add("alice is back again", user_id="alice", session_id="s1")
     [alice] = third.stm_losses(user_id="alice")
     assert alice.written_since and alice.lost_at >= killed_last > alice_began
+    with pytest.warns(STMLostWarning) as record:  # found by the write: still counted, once
+        _open(url).close()
+    [found] = _stm_warnings(record)
+    assert (found.sessions, found.users, found.lost_at) == (1, 1, alice.lost_at)
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
-        _open(url).close()  # alice/s1 was written since; the others were counted before
+        _open(url).close()  # counted before: the others, and now alice/s1
     assert _stm_warnings(record) == []
     assert _lost(third) == {**expected, ("alice", "s1"): alice.lost_at}
     for s in (third, second, after, first):

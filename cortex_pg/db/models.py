@@ -623,8 +623,9 @@ class ApiKey(Base):
 class StmScope(Base):
     """A (user_id, session_id) that has had short-term memory: when its current STM began and
     when STM written before was last found emptied by crash recovery; ``lost_pinned``: the
-    STM written since ``began_at`` was found emptied and counted, ``lost_at`` is that loss.
-    LOGGED, so it outlives the crash that empties ``stm_notes``; its UNLOGGED twin is
+    STM written since ``began_at`` was found emptied and counted, ``lost_at`` is that loss;
+    ``lost_reported`` false: a write found the loss ``lost_at`` before the server's check did,
+    which counts it next. LOGGED, so it outlives the crash that empties ``stm_notes``; its UNLOGGED twin is
     :class:`StmMark` (see ``stm_loss/v1.sql`` and ``v3.sql``). Written by the trigger on
     ``stm_notes`` and by ``cortex.stm_check()``."""
 
@@ -635,6 +636,7 @@ class StmScope(Base):
     began_at: Mapped[datetime] = mapped_column(server_default=text("now()"))
     lost_at: Mapped[datetime | None]
     lost_pinned: Mapped[bool] = mapped_column(server_default=text("false"))
+    lost_reported: Mapped[bool] = mapped_column(server_default=text("true"))
 
     __table_args__ = (PrimaryKeyConstraint("user_id", "session_id"),)
 

@@ -26,11 +26,16 @@
 --   was there when its mark was written, so it was emptied after; the bound only acts when the
 --   server's record cannot explain the loss (the UNLOGGED tables emptied by hand, a standby
 --   promoted after the scope began on the primary), and then says "not before it began".
--- * Which loss is counted is state, not a comparison of times: stm_scopes.lost_pinned (added by
---   migration 0039) is true when lost_at is the loss of the STM written since began_at, pinned
---   by cortex.stm_check(). The check pins the scopes without mark and not pinned; the trigger
---   keeps a pinned time (or dates a loss nothing pinned yet) and starts the new STM life
---   unpinned; cortex.stm_losses() reports the pinned time, or dates a loss not yet pinned.
+-- * Which loss is counted is state, not a comparison of times (two columns added by migration
+--   0039): stm_scopes.lost_pinned is true when lost_at is the loss of the STM written since
+--   began_at, pinned by cortex.stm_check(); stm_scopes.lost_reported is false when a write
+--   found the loss before the check did (it dated it and began the scope's STM anew), so the
+--   check still has to count it. The check pins the scopes without mark and not pinned, and
+--   counts the marked ones not reported; the trigger keeps a pinned time (its loss counted) or
+--   dates a loss nothing pinned yet (left to the check: lost_reported false), and starts the
+--   new STM life unpinned; cortex.stm_losses() reports the pinned time, or dates a loss not
+--   yet pinned. Every loss is counted by exactly one check: the first after it (v1-v2 counted
+--   a loss a write found first; the first form of v3 did not, and the loss went unwarned).
 --
 -- Detection is unchanged and exact (v1.sql): a stm_scopes row (LOGGED) without its stm_marks row
 -- (UNLOGGED, emptied with stm_notes) is STM lost to a reset; cortex.stm_server's row (UNLOGGED)
@@ -61,6 +66,7 @@ BEGIN
     ON CONFLICT (user_id, session_id) DO UPDATE
         SET lost_at = CASE WHEN s.lost_pinned THEN s.lost_at  -- pinned by stm_check()
                            ELSE greatest(cortex.stm_reset_at(), s.began_at) END,
+            lost_reported = s.lost_pinned,  -- a loss not pinned yet is left to the check
             began_at = now(),
             lost_pinned = false;
     RETURN NULL;
@@ -102,14 +108,21 @@ BEGIN
     reset_at := cortex.stm_reset_at();
     INSERT INTO cortex.stm_server (started_at) VALUES (reset_at);
     RETURN QUERY
-    WITH pinned AS (
-        UPDATE cortex.stm_scopes s SET lost_at = greatest(reset_at, s.began_at), lost_pinned = true
+    WITH pinned AS (  -- lost, nothing written since
+        UPDATE cortex.stm_scopes s
+        SET lost_at = greatest(reset_at, s.began_at), lost_pinned = true, lost_reported = true
         WHERE NOT s.lost_pinned
           AND NOT EXISTS (SELECT 1 FROM cortex.stm_marks m
                           WHERE m.user_id = s.user_id AND m.session_id = s.session_id)
         RETURNING s.user_id, s.lost_at
+    ), found_by_writes AS (  -- lost, found and dated by a write since (its mark is new)
+        UPDATE cortex.stm_scopes s SET lost_reported = true
+        WHERE NOT s.lost_reported
+          AND EXISTS (SELECT 1 FROM cortex.stm_marks m
+                      WHERE m.user_id = s.user_id AND m.session_id = s.session_id)
+        RETURNING s.user_id, s.lost_at
     )
     SELECT max(p.lost_at), count(*), count(DISTINCT p.user_id)
-    FROM pinned p
+    FROM (SELECT * FROM pinned UNION ALL SELECT * FROM found_by_writes) p
     HAVING count(*) > 0;
 END $$;
