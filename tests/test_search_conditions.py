@@ -123,11 +123,11 @@ def test_an_embedder_that_returns_zeros_is_refused_before_anything_is_written(db
     s = MemoryStore.open(db_url, embedder=_ZerosFor("nothing here"), auto_migrate=False)
     try:
         kept = s.add("The boiler service is booked for Thursday", user_id="u")
-        with pytest.raises(EmbeddingModelError, match="zeros"):
+        with pytest.raises(EmbeddingModelError, match="without a direction"):
             s.add("nothing here", user_id="u")
-        with pytest.raises(EmbeddingModelError, match="zeros"):
+        with pytest.raises(EmbeddingModelError, match="without a direction"):
             s.add_many([{"content": "a pie recipe"}, {"content": "nothing here"}], user_id="u")
-        with pytest.raises(EmbeddingModelError, match="zeros"):
+        with pytest.raises(EmbeddingModelError, match="without a direction"):
             s.search("nothing here", user_id="u")
         assert [n.id for n in s.list_notes(user_id="u")] == [kept]
         assert [n.id for n in s.list_notes(user_id="u", memory_source="stm")] == [kept]
@@ -180,3 +180,82 @@ def test_prem_search_checks_the_query_first(db_url, query):
         assert err.value.field == "query"
     finally:
         system.shutdown()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"include_links": "no"}, "include_links"),
+        ({"touch": None}, "touch"),
+        ({"link_depth": 50}, "link_depth"),
+    ],
+)
+def test_searches_with_collections_check_their_flags_too(store, kwargs, field):
+    from cortex_pg import ValidationError
+    from cortex_pg.collections.search import search_with_collections
+
+    store.add("Alice adopted a golden retriever named Max.", user_id="u", category="pets.dogs")
+    with pytest.raises(ValidationError) as err:
+        store.search("golden retriever", user_id="u", collections=True, **kwargs)
+    assert err.value.field == field
+    with pytest.raises(ValidationError) as err:  # as the Prem facade calls it
+        search_with_collections(store, "golden retriever", user_id="u", **kwargs)
+    assert err.value.field == field
+
+
+def test_an_expanded_neighbour_comes_back_as_the_copy_an_unfiltered_search_gives(store):
+    # the answer is found through its question (expansion, the answer rule), not as a candidate
+    store.add("ok, sounds good to me", user_id="u", session_id="main", time="2023-05-01T10:00:00Z")
+    store.add(
+        "Did you book the flight to Lisbon?", user_id="u", session_id="main", time="2023-05-01T10:01:00Z"
+    )
+    answer = store.add(
+        "yes, done yesterday evening", user_id="u", session_id="main", time="2023-05-01T10:02:00Z"
+    )
+    for i in range(40):  # better matches than the answer, which is no candidate
+        store.add(
+            f"filler {i} about a flight to Lisbon, number {i}",
+            user_id="u",
+            session_id=f"f{i}",
+            time="2023-04-01T10:00:00Z",
+        )
+    query = "Did you book the flight to Lisbon?"
+
+    def tiers(**kw):
+        return {r.id: r.memory_tier for r in store.search(query, user_id="u", touch=False, **kw)}
+
+    plain = tiers()
+    assert plain[answer] == "stm"
+    alone = {"expansion": 0, "answer_weight": 0}
+    assert answer not in [r.id for r in store.search(query, user_id="u", touch=False, ranking=alone)]
+    for kw in (
+        {"where_filter": {"importance": {"$gte": 0}}},
+        {"date_from": "2023-01-01"},
+        {"session_id": "main"},
+    ):
+        assert tiers(**kw)[answer] == "stm", kw
+
+
+@pytest.mark.parametrize("value", [1e-30, float("nan"), float("inf"), 1e20])
+def test_an_embedder_vector_without_a_direction_in_float4_is_refused(db_url, value):
+    from cortex_pg import EmbeddingModelError
+    from cortex_pg.store import MemoryStore
+
+    class Odd(_ZerosFor):
+        def embed(self, texts):
+            return [
+                [value] * self.dim if t == self.blank else v
+                for t, v in zip(texts, self.inner.embed(texts), strict=True)
+            ]
+
+    s = MemoryStore.open(db_url, embedder=Odd("odd one"), auto_migrate=False)
+    try:
+        kept = s.add("The boiler service is booked for Thursday", user_id="u")
+        with pytest.raises(EmbeddingModelError, match="without a direction"):
+            s.add("odd one", user_id="u")
+        with pytest.raises(EmbeddingModelError, match="without a direction"):
+            s.search("odd one", user_id="u")
+        results = s.search("boiler", user_id="u", touch=False)
+        assert [r.id for r in results] == [kept] and results[0].score == results[0].score  # not NaN
+    finally:
+        s.close()

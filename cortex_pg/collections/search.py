@@ -141,6 +141,9 @@ def search_with_collections(
     q = validation.query(query)
     uid = validation.scope_id(user_id, "user_id")
     lim = validation.limit(limit)
+    touch = validation.flag(touch, "touch")
+    include_links = validation.flag(include_links, "include_links")
+    depth = validation.link_depth(link_depth)
     at = parse_instant(now, "now") or datetime.now(UTC)
     common = dict(options, user_id=uid, session_id=session_id, limit=lim, now=at, touch=False)
     found = [
@@ -189,6 +192,5 @@ def search_with_collections(
             if include_links:
                 from cortex_pg.store.traversal import expand_results
 
-                depth = validation.limit(link_depth, "link_depth")
                 results += expand_results(conn, uid, results, extra=lim, depth=depth, session_id=session_id)
     return results

@@ -651,10 +651,15 @@ def check_vectors(embedder: Embedder, vectors: list[list[float]], expected: int)
     """``expected`` vectors of ``embedder.dim`` each, or a typed error.
 
     Raises:
-        EmbeddingModelError: another number of vectors, or a vector of zeros (its cosine to any
-            vector is undefined: stored, it would score NaN in every search).
+        EmbeddingModelError: another number of vectors, or a vector without a direction in the
+            stored precision (float4, as pgvector keeps it): a component that is NaN or
+            infinite, or a squared length of 0 in float4 (all zeros, or components so small
+            that their squares underflow). Its cosine to any vector would be NaN: stored, it
+            would score NaN in every search of its tenant.
         EmbeddingDimensionError: another size.
     """
+    import numpy as np
+
     if len(vectors) != expected:
         raise EmbeddingModelError(f"embedder returned {len(vectors)} vectors for {expected} texts")
     for v in vectors:
@@ -662,10 +667,17 @@ def check_vectors(embedder: Embedder, vectors: list[list[float]], expected: int)
             raise EmbeddingDimensionError(
                 embedder.name, embedder.dim, len(v), "the embedder returned a vector of another size"
             )
-        if not any(v):
-            raise EmbeddingModelError(
-                f"embedder {embedder.name} returned a vector of zeros: its cosine to any vector is undefined"
-            )
+    if not vectors:
+        return
+    with np.errstate(all="ignore"):  # (overflow and underflow are what is being checked)
+        stored = np.asarray(vectors, dtype=np.float64).astype(np.float32)
+        squared = np.einsum("ij,ij->i", stored, stored)  # in float4, as pgvector sums
+    bad = ~np.isfinite(stored).all(axis=1) | ~np.isfinite(squared) | (squared == 0)
+    if bad.any():
+        raise EmbeddingModelError(
+            f"embedder {embedder.name} returned a vector without a direction (vector {int(np.argmax(bad))} "
+            "of the call: zeros, NaN, infinite, or too small for float4): its cosine is undefined"
+        )
 
 
 def write_context_embeddings(

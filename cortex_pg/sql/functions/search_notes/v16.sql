@@ -11,7 +11,8 @@
 --   copy as that copy, checked or not: {"access_count": {"$gte": 1}} could return a short-term
 --   copy whose access_count is 0, chosen for its long-term row's 1. When the search has a
 --   where_filter, a window or a session, the candidates' short-term copies are now read with
---   them (one statement by primary key over the candidates, only for such a search), and a
+--   them (one statement by primary key over the candidates and their session neighbours,
+--   which the expansion may add, only for such a search), and a
 --   copy that fails them is not returned: the note comes back as its long-term row, which
 --   passed. The scoring is unchanged (the tiers' text and embeddings are the same).
 -- - p_date_from >= p_date_to, p_date_from 'infinity' and p_date_to '-infinity' are errors
@@ -360,8 +361,9 @@ BEGIN
         RETURN;
     END IF;
     v_ent_w := coalesce(v_ent_w, 0);
-    -- (v16) the candidates whose short-term copy passes the search's conditions, when it has
-    -- any (NULL: every copy passes); a note whose copy fails comes back as its long-term row
+    -- (v16) the candidates, and their session neighbours (which the expansion and the answer
+    -- rule may add), whose short-term copy passes the search's conditions, when it has any
+    -- (NULL: every copy passes); a note whose copy fails comes back as its long-term row
     IF p_memory_source <> 'ltm'
        AND (v_filter_s <> 'true' OR p_session_id IS NOT NULL OR p_date_from IS NOT NULL OR p_date_to IS NOT NULL) THEN
         EXECUTE format($q$
@@ -369,7 +371,7 @@ BEGIN
             WHERE s.user_id = $1 AND s.id = ANY ($2) AND ($3::text IS NULL OR s.session_id = $3)
               AND ($4::timestamptz IS NULL OR s.created_at >= $4) AND ($5::timestamptz IS NULL OR s.created_at < $5)
               AND %s$q$, v_filter_s)
-        INTO v_stm_ok USING p_user_id, v_ids, p_session_id, p_date_from, p_date_to;
+        INTO v_stm_ok USING p_user_id, v_ids || v_prev || v_next, p_session_id, p_date_from, p_date_to;
     END IF;
 
     -- step 2, the scoring of the candidates: static SQL, so its plan is made once per session
