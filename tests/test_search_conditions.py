@@ -100,18 +100,18 @@ def test_plain_sql_refuses_an_all_zero_embedding(store, which):
     assert err.value.orig.sqlstate == "22023"
 
 
-class _ZerosFor:
-    """The hashing embedder, except that ``blank`` embeds to a vector of zeros."""
+class _OddFor:
+    """The hashing embedder, except that ``blank`` embeds to ``value`` in every component."""
 
-    def __init__(self, blank: str) -> None:
+    def __init__(self, blank: str, value: float = 0.0) -> None:
         from cortex_pg.embeddings import HashingEmbedder
 
-        self.inner, self.blank = HashingEmbedder(), blank
+        self.inner, self.blank, self.value = HashingEmbedder(), blank, value
         self.name, self.dim = self.inner.name, self.inner.dim
 
     def embed(self, texts):
         return [
-            [0.0] * self.dim if t == self.blank else v
+            [self.value] * self.dim if t == self.blank else v
             for t, v in zip(texts, self.inner.embed(texts), strict=True)
         ]
 
@@ -120,7 +120,7 @@ def test_an_embedder_that_returns_zeros_is_refused_before_anything_is_written(db
     from cortex_pg import EmbeddingModelError
     from cortex_pg.store import MemoryStore
 
-    s = MemoryStore.open(db_url, embedder=_ZerosFor("nothing here"), auto_migrate=False)
+    s = MemoryStore.open(db_url, embedder=_OddFor("nothing here"), auto_migrate=False)
     try:
         kept = s.add("The boiler service is booked for Thursday", user_id="u")
         with pytest.raises(EmbeddingModelError, match="without a direction"):
@@ -241,14 +241,7 @@ def test_an_embedder_vector_without_a_direction_in_float4_is_refused(db_url, val
     from cortex_pg import EmbeddingModelError
     from cortex_pg.store import MemoryStore
 
-    class Odd(_ZerosFor):
-        def embed(self, texts):
-            return [
-                [value] * self.dim if t == self.blank else v
-                for t, v in zip(texts, self.inner.embed(texts), strict=True)
-            ]
-
-    s = MemoryStore.open(db_url, embedder=Odd("odd one"), auto_migrate=False)
+    s = MemoryStore.open(db_url, embedder=_OddFor("odd one", value), auto_migrate=False)
     try:
         kept = s.add("The boiler service is booked for Thursday", user_id="u")
         with pytest.raises(EmbeddingModelError, match="without a direction"):
