@@ -308,3 +308,96 @@ def _has_pinned(conn) -> bool:
             "AND table_name = 'stm_scopes' AND column_name = 'lost_pinned')"
         )
     ).scalar_one()
+
+
+def _reset(store: MemoryStore) -> None:
+    """What crash recovery does to the tables of the bookkeeping: the UNLOGGED ones emptied."""
+    with store.engine.begin() as conn:
+        conn.execute(text("TRUNCATE cortex.stm_notes, cortex.stm_marks, cortex.stm_server"))
+
+
+def _check(store: MemoryStore) -> tuple[int, int] | None:
+    with store.engine.begin() as conn:
+        row = conn.execute(text("SELECT sessions, users FROM cortex.stm_check()")).first()
+    return None if row is None else (row.sessions, row.users)
+
+
+def test_a_check_that_waits_for_a_writer_counts_what_the_write_found(db_url):
+    """A writer re-marking a lost session holds its scope row while the first check after the
+    reset runs: the check waits, then counts the loss as found by the write, and the STM the
+    write began is counted again when a second reset empties it (not taken for counted)."""
+    import threading
+
+    store = MemoryStore.open(db_url, embedder=HashingEmbedder(), auto_migrate=False)
+    try:
+        store.add("before the crash", user_id="u", session_id="a")
+        _reset(store)
+        writer = store.engine.connect()
+        tx = writer.begin()
+        writer.execute(
+            text("INSERT INTO cortex.stm_notes (user_id, session_id, content) VALUES ('u', 'a', 'after it')")
+        )
+        counted: list = []
+        checker = threading.Thread(target=lambda: counted.append(_check(store)))
+        checker.start()
+        checker.join(1.0)
+        assert checker.is_alive()  # waiting for the writer's scope row
+        tx.commit()
+        writer.close()
+        checker.join(30)
+        assert counted == [(1, 1)]
+        [loss] = store.stm_losses(user_id="u")
+        assert loss.written_since
+        _reset(store)  # the STM written after the first loss is lost in its turn
+        assert _check(store) == (1, 1)
+        assert _check(store) is None  # counted once
+    finally:
+        store.close()
+
+
+def test_a_loss_a_write_found_is_counted_even_if_that_stm_is_emptied_before_the_check(db_url):
+    store = MemoryStore.open(db_url, embedder=HashingEmbedder(), auto_migrate=False)
+    try:
+        store.add("before the crash", user_id="u", session_id="b")
+        _reset(store)
+        again = store.add("after it", user_id="u", session_id="b")
+        [found] = store.stm_losses(user_id="u")
+        store.delete(again, user_id="u")  # its STM emptied on purpose, before any check
+        assert _check(store) == (1, 1)
+        assert [(x.session_id, x.lost_at) for x in store.stm_losses(user_id="u")] == [("b", found.lost_at)]
+        assert _check(store) is None
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("checked", [True, False], ids=["checked", "reset-not-yet-checked"])
+def test_upgrade_leaves_a_loss_a_write_found_since_the_last_reset_to_the_check(empty_db_url, checked):
+    """Revision 0038's trigger dated a loss a write found, and its check counted only scopes
+    without their mark. A scope written again after the last crash recovery, before the check
+    that follows it, is left to that check by the upgrade (even after a clean restart, which
+    moves the postmaster's start but not the recovery's time); once the check has run, it is not."""
+    engine = create_engine_for(empty_db_url)
+    try:
+        migrate.upgrade(engine, "0038")
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO cortex.stm_scopes (user_id, session_id, began_at, lost_at) VALUES "
+                    "('u', 'found', now(), now() - interval '1 minute'), "
+                    "('u', 'old', now() - interval '400 days', now() - interval '500 days')"
+                )
+            )
+            conn.execute(text("INSERT INTO cortex.stm_marks VALUES ('u', 'found'), ('u', 'old')"))
+            if not checked:
+                conn.execute(text("DELETE FROM cortex.stm_server"))
+        migrate.upgrade(engine)
+        with engine.begin() as conn:
+            reported = dict(
+                conn.execute(text("SELECT session_id, lost_reported FROM cortex.stm_scopes")).all()
+            )
+            assert reported == {"found": checked, "old": True}
+            conn.execute(text("DELETE FROM cortex.stm_server"))  # the check runs again, marks kept
+            counted = conn.execute(text("SELECT sessions FROM cortex.stm_check()")).scalar()
+        assert counted == (None if checked else 1)
+    finally:
+        engine.dispose()

@@ -26,6 +26,7 @@ from typing import Any
 
 from sqlalchemy import text
 
+from cortex_pg.db.retry import retry_transient
 from cortex_pg.errors import STMLostWarning, translate_db_errors
 from cortex_pg.store import validation
 from cortex_pg.store.rows import tenant_scoped
@@ -86,6 +87,7 @@ class STMLossReader:
         return max((x.lost_at for x in losses), default=None)
 
 
+@retry_transient  # (its row locks may meet a writer's in another order: a deadlock is retried)
 def check_on_open(store: Any) -> STMLostWarning | None:
     """Run ``cortex.stm_check()`` (one read unless the server was reset since the last check);
     when this call is the first to look after a reset that emptied STM, log a WARNING and

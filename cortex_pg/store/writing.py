@@ -667,7 +667,7 @@ def check_vectors(embedder: Embedder, vectors: list[list[float]], expected: int)
             raise EmbeddingDimensionError(
                 embedder.name, embedder.dim, len(v), "the embedder returned a vector of another size"
             )
-    if not vectors:
+    if len(vectors) == 0:
         return
     with np.errstate(all="ignore"):  # (overflow and underflow are what is being checked)
         stored = np.asarray(vectors, dtype=np.float64).astype(np.float32)

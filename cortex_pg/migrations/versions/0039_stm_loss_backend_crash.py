@@ -16,8 +16,9 @@ its mark was counted by it); those are pinned, a time before ``began_at`` moved 
 ``began_at`` (the earliest the loss can have been). Before that check (the upgrade is the first
 open after a reset), such a scope cannot be told from one written again and lost anew: it is
 left to the check, which counts it (once more rather than never). Likewise a scope written again
-since that reset, before the check (its ``lost_at`` is the one v1's trigger gives,
-``pg_postmaster_start_time()``), is left to the check (``lost_reported`` false).
+since that reset, before the check (it has its mark and a ``lost_at``, and its STM began after
+the last crash recovery, ``cortex.stm_reset_at()``, which a clean restart keeps), is left to
+the check (``lost_reported`` false).
 
 Revision ID: 0039
 Revises: 0038
@@ -61,16 +62,16 @@ def upgrade() -> None:
         ),
         {"checked": checked},
     )
+    op.execute(read_sql("functions/stm_loss/v3.sql"))
     bind.execute(
         sa.text(
             "UPDATE cortex.stm_scopes s SET lost_reported = false "
-            "WHERE NOT :checked AND s.lost_at >= pg_postmaster_start_time() "
+            "WHERE NOT :checked AND s.lost_at IS NOT NULL AND s.began_at >= cortex.stm_reset_at() "
             "AND EXISTS (SELECT 1 FROM cortex.stm_marks m "
             "WHERE m.user_id = s.user_id AND m.session_id = s.session_id)"
         ),
         {"checked": checked},
     )
-    op.execute(read_sql("functions/stm_loss/v3.sql"))
 
 
 def downgrade() -> None:

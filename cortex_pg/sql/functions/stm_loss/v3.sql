@@ -37,10 +37,19 @@
 --   yet pinned. Every loss is counted by exactly one check: the first after it (v1-v2 counted
 --   a loss a write found first; the first form of v3 did not, and the loss went unwarned).
 --
+-- * The check first locks the scope rows it may count (FOR UPDATE, in key order), so a writer
+--   that was re-marking one of them finishes first, and then reads the marks afresh: a scope a
+--   writer marked while the check waited is counted as found by that write, not pinned as if
+--   nothing had been written (which would leave the STM written since unreported at the next
+--   loss).
+-- * cortex.stm_unmark_emptied() keeps the scope row of a loss a write found and no check has
+--   counted yet (lost_reported false) when its STM is emptied on purpose: the check still
+--   counts that loss, at the time the write gave it.
+--
 -- Detection is unchanged and exact (v1.sql): a stm_scopes row (LOGGED) without its stm_marks row
 -- (UNLOGGED, emptied with stm_notes) is STM lost to a reset; cortex.stm_server's row (UNLOGGED)
 -- is gone after a reset, so the first check after one does the work. Its started_at now holds
--- cortex.stm_reset_at(). cortex.stm_unmark_emptied() and the triggers are v1's.
+-- cortex.stm_reset_at(). The triggers are v1's.
 
 CREATE OR REPLACE FUNCTION cortex.stm_reset_at() RETURNS timestamptz
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
@@ -69,6 +78,23 @@ BEGIN
             lost_reported = s.lost_pinned,  -- a loss not pinned yet is left to the check
             began_at = now(),
             lost_pinned = false;
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE FUNCTION cortex.stm_unmark_emptied() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    sc record;
+BEGIN
+    FOR sc IN SELECT DISTINCT o.user_id, o.session_id FROM old_rows o ORDER BY 1, 2 LOOP
+        PERFORM pg_advisory_xact_lock(hashtextextended(sc.user_id || chr(31) || sc.session_id, 0));
+        IF NOT EXISTS (SELECT 1 FROM cortex.stm_notes n
+                       WHERE n.user_id = sc.user_id AND n.session_id = sc.session_id) THEN
+            DELETE FROM cortex.stm_marks m WHERE m.user_id = sc.user_id AND m.session_id = sc.session_id;
+            DELETE FROM cortex.stm_scopes s  -- (a loss not counted yet stays, for the check)
+            WHERE s.user_id = sc.user_id AND s.session_id = sc.session_id AND s.lost_reported;
+        END IF;
+    END LOOP;
     RETURN NULL;
 END $$;
 
@@ -107,10 +133,17 @@ BEGIN
     END IF;
     reset_at := cortex.stm_reset_at();
     INSERT INTO cortex.stm_server (started_at) VALUES (reset_at);
+    -- the rows it may count, locked in key order: a writer re-marking one of them finishes first,
+    -- and the statement below (a snapshot of its own) sees its mark
+    PERFORM 1 FROM cortex.stm_scopes s
+    WHERE NOT s.lost_pinned OR NOT s.lost_reported
+    ORDER BY s.user_id, s.session_id
+    FOR UPDATE;
     RETURN QUERY
-    WITH pinned AS (  -- lost, nothing written since
+    WITH pinned AS (  -- lost, nothing written since (or written, then emptied on purpose)
         UPDATE cortex.stm_scopes s
-        SET lost_at = greatest(reset_at, s.began_at), lost_pinned = true, lost_reported = true
+        SET lost_at = CASE WHEN s.lost_reported THEN greatest(reset_at, s.began_at) ELSE s.lost_at END,
+            lost_pinned = true, lost_reported = true
         WHERE NOT s.lost_pinned
           AND NOT EXISTS (SELECT 1 FROM cortex.stm_marks m
                           WHERE m.user_id = s.user_id AND m.session_id = s.session_id)
