@@ -252,3 +252,14 @@ def test_an_embedder_vector_without_a_direction_in_float4_is_refused(db_url, val
         assert [r.id for r in results] == [kept] and results[0].score == results[0].score  # not NaN
     finally:
         s.close()
+
+
+def test_vectors_are_checked_as_numpy_arrays_too():
+    import numpy as np
+
+    from cortex_pg.embeddings import HashingEmbedder
+    from cortex_pg.store.writing import check_vectors
+
+    inner = HashingEmbedder()
+    check_vectors(inner, np.asarray(inner.embed(["a", "b"]), dtype=np.float32), 2)  # no ValueError
+    check_vectors(inner, np.zeros((0, inner.dim), dtype=np.float32), 0)
