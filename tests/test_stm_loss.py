@@ -401,3 +401,24 @@ def test_upgrade_leaves_a_loss_a_write_found_since_the_last_reset_to_the_check(e
         assert counted == (None if checked else 1)
     finally:
         engine.dispose()
+
+
+def test_a_found_loss_then_a_second_crash_is_dated_at_the_second(server):
+    """A write finds a loss (dated at the first crash recovery); a second backend crash empties
+    what it wrote before any open: the loss counted is dated at the second, not before that STM
+    began (the QA case qa/stm_write_found_then_second_crash.py)."""
+    _data, url = server
+    first = _open(url)
+    first.add("before the first crash", user_id="u", session_id="c")
+    crash_backend(url)
+    first.add("between the crashes", user_id="u", session_id="c")
+    began = _began(first, "u", "c")
+    second_crash = crash_backend(url)
+    with pytest.warns(STMLostWarning) as record:
+        after = _open(url)
+    [warned] = _stm_warnings(record)
+    assert (warned.sessions, warned.users) == (1, 1)
+    assert warned.lost_at >= second_crash > began
+    assert _lost(after) == {("u", "c"): warned.lost_at}
+    after.close()
+    first.close()

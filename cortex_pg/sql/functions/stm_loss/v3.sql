@@ -74,6 +74,8 @@ BEGIN
     INSERT INTO cortex.stm_scopes AS s (user_id, session_id) VALUES (NEW.user_id, NEW.session_id)
     ON CONFLICT (user_id, session_id) DO UPDATE
         SET lost_at = CASE WHEN s.lost_pinned THEN s.lost_at  -- pinned by stm_check()
+                           -- a loss a write found, its STM emptied on purpose since: its time
+                           WHEN NOT s.lost_reported AND cortex.stm_reset_at() <= s.began_at THEN s.lost_at
                            ELSE greatest(cortex.stm_reset_at(), s.began_at) END,
             lost_reported = s.lost_pinned,  -- a loss not pinned yet is left to the check
             began_at = now(),
@@ -107,6 +109,7 @@ RETURNS TABLE (user_id text, session_id text, lost_at timestamptz, written_since
 LANGUAGE sql STABLE AS $$
     SELECT s.user_id, s.session_id,
            CASE WHEN m.user_id IS NOT NULL OR s.lost_pinned THEN s.lost_at
+                WHEN NOT s.lost_reported AND cortex.stm_reset_at() <= s.began_at THEN s.lost_at
                 ELSE greatest(cortex.stm_reset_at(), s.began_at) END,
            m.user_id IS NOT NULL
     FROM cortex.stm_scopes s
@@ -142,7 +145,9 @@ BEGIN
     RETURN QUERY
     WITH pinned AS (  -- lost, nothing written since (or written, then emptied on purpose)
         UPDATE cortex.stm_scopes s
-        SET lost_at = CASE WHEN s.lost_reported THEN greatest(reset_at, s.began_at) ELSE s.lost_at END,
+        -- (a loss a write found keeps its time unless a later crash emptied what it began)
+        SET lost_at = CASE WHEN s.lost_reported OR reset_at > s.began_at THEN greatest(reset_at, s.began_at)
+                           ELSE s.lost_at END,
             lost_pinned = true, lost_reported = true
         WHERE NOT s.lost_pinned
           AND NOT EXISTS (SELECT 1 FROM cortex.stm_marks m
