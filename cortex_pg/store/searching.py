@@ -161,7 +161,8 @@ class NoteSearch:
             ValidationError: bad argument (blank query, limit <= 0, weight outside [0, 1], an
                 unknown ranking key as ``ranking.<key>``, a flag that is not True or False,
                 link_depth outside 1..10, ...).
-            EmbeddingModelError: the embedder returned a vector of zeros for the query or context.
+            EmbeddingModelError: the embedder returned a vector without a direction (zeros, NaN,
+                infinite, or too small for float4) for the query or context.
         """
         touch = validation.flag(touch, "touch")
         include_links = validation.flag(include_links, "include_links")
