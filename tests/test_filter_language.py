@@ -391,3 +391,64 @@ def test_item_fields_select_by_the_items_user_time_and_id(store):
     got = stm.retrieve(filters={"timestamp": {"$gt": since}})
     assert [i.memory_id for i in got] == [bobs.memory_id]
     assert stm.retrieve(filters={"user_id": "nobody"}) == []  # well written, no match: []
+
+
+# one value written two ways: equal as the compiled filter compares them (v8 matches by key)
+SAME_VALUE = [  # (field, the value, written otherwise, another value)
+    ("importance", 0.7, 0.7000000001, 0.1),  # one real
+    ("access_count", 1, 1.0, 2),
+    ("created_at", "2023-05-08T00:00:00Z", "2023-05-08T02:00:00+02:00", "2023-05-09"),  # one instant
+    ("n", 1, 1.0, 2),  # metadata: jsonb numbers
+    ("metadata.n", "x", "x", "y"),
+]
+
+
+@pytest.mark.parametrize(("field", "a", "b", "other"), SAME_VALUE)
+def test_a_value_written_two_ways_is_one_value(store, field, a, b, other):
+    # excluded in either spelling: nothing is left
+    for flt, path in (
+        ({field: {"$in": [a], "$nin": [b]}}, f"where_filter.{field}"),
+        ({field: {"$eq": b, "$ne": a}}, f"where_filter.{field}"),
+        ({"$and": [{field: {"$in": [a]}}, {field: {"$nin": [b]}}]}, f"where_filter.$and[1].{field}"),
+    ):
+        with pytest.raises(ValidationError) as err:
+            compile_filter(store, flt)
+        assert err.value.reason.startswith(path + ":"), (flt, err.value.reason)
+    # allowed in either spelling: the lists meet
+    flt = {"$and": [{field: {"$in": [a, other]}}, {field: {"$in": [b]}}]}
+    assert compile_filter(store, flt) != "true"
+
+
+def test_a_uuid_in_either_case_is_one_id(store):
+    low = "0b5e3d8c-8f5a-4a8e-9b0c-1d2e3f4a5b6c"
+    with pytest.raises(ValidationError, match=r"memory_id"):
+        compile_filter(store, {"$fields": "item", "memory_id": {"$in": [low], "$nin": [low.upper()]}})
+    assert (
+        compile_filter(
+            store,
+            {
+                "$fields": "item",
+                "$and": [{"memory_id": {"$in": [low]}}, {"memory_id": {"$in": [low.upper()]}}],
+            },
+        )
+        != "true"
+    )
+
+
+def test_long_value_lists_are_checked_whole(store):
+    # lists of 1,500 values (v5 and v7 compared them pair by pair; v8 matches them by key): the
+    # one value they share, or the one value not excluded, is found; lists that share none raise
+    first = [f"c{i}" for i in range(1500)]
+    second = [f"c{i}" for i in range(1499, 3000)]  # shares c1499 alone
+    compiled = compile_filter(store, {"$and": [{"category": {"$in": first}}, {"category": {"$in": second}}]})
+    assert "'c1499'" in compiled and "'c2999'" in compiled
+    with pytest.raises(ValidationError) as err:
+        compile_filter(store, {"$and": [{"category": {"$in": first}}, {"category": {"$in": second[1:]}}]})
+    assert err.value.reason.startswith(
+        "where_filter.$and[1].category: contradicts where_filter.$and[0].category"
+    )
+    numbers = list(range(1500))
+    assert compile_filter(store, {"n": {"$in": numbers, "$nin": numbers[:-1]}}) != "true"
+    with pytest.raises(ValidationError) as err:
+        compile_filter(store, {"n": {"$in": numbers, "$nin": [float(x) for x in numbers]}})
+    assert err.value.reason.startswith("where_filter.n: no value meets all of")

@@ -21,7 +21,7 @@ everywhere (the grammar is in ``sql/functions/compile_filter/v2.sql``):
   ``access_count``: one that holds no whole number, ``{"$gt": 1, "$lt": 2}``), a wrong value
   type, conditions on one field that no value meets together, in one operator object or spread
   over the clauses of a conjunction (``{"$and": [{"category": "work"}, {"category": "home"}]}``;
-  ``compile_filter`` v5 and v7).
+  ``compile_filter`` v5 and v7; v8 matches value lists by hashing, in time linear in their size).
 
 The calute stores use calute's item field names (:func:`item_filter`): ``memory_type``,
 ``agent_id``, ``task_id``, ``conversation_id``, ``user_id`` (the item's user: metadata
