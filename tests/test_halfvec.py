@@ -45,3 +45,42 @@ def test_a_3072_dimension_model_is_stored_indexed_and_searched(db_url):
 def test_dimensions_past_the_halfvec_limit_are_refused(db_url):
     with pytest.raises(ValidationError):
         MemoryStore.open(db_url, embedder=HashingEmbedder(dim=4001), auto_migrate=False)
+
+
+class _LargeFor:
+    """A 3,072-dimension hashing embedder, except that ``odd`` embeds to ``vector(dim)``."""
+
+    def __init__(self, odd: str, vector) -> None:  # noqa: ANN001
+        self.inner, self.odd, self.vector = (
+            HashingEmbedder(dim=3072, name="text-embedding-3-large"),
+            odd,
+            vector,
+        )
+        self.name, self.dim = self.inner.name, self.inner.dim
+
+    def embed(self, texts):  # noqa: ANN001, ANN201
+        return [
+            self.vector(self.dim) if t == self.odd else v
+            for t, v in zip(texts, self.inner.embed(texts), strict=True)
+        ]
+
+
+@pytest.mark.parametrize(
+    "vector",
+    [
+        lambda dim: [70000.0] + [1.0] * (dim - 1),  # past half precision's largest, 65504
+        lambda dim: [1e-9] * dim,  # each component below half precision's smallest: no direction
+    ],
+    ids=["overflow", "underflow"],
+)
+def test_a_vector_half_precision_cannot_index_is_the_embedders_error(db_url, vector):
+    from cortex_pg import EmbeddingModelError
+
+    with MemoryStore.open(db_url, embedder=_LargeFor("odd one", vector), auto_migrate=False) as store:
+        kept = store.add("The boiler service is booked for Thursday", user_id="u", to_stm=False)
+        with pytest.raises(EmbeddingModelError, match="half precision"):
+            store.add("odd one", user_id="u", to_stm=False)
+        with pytest.raises(EmbeddingModelError, match="half precision"):
+            store.search("odd one", user_id="u")
+        results = store.search("boiler", user_id="u", touch=False)
+        assert [r.id for r in results] == [kept] and results[0].score == results[0].score  # not NaN

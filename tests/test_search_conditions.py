@@ -263,3 +263,22 @@ def test_vectors_are_checked_as_numpy_arrays_too():
     inner = HashingEmbedder()
     check_vectors(inner, np.asarray(inner.embed(["a", "b"]), dtype=np.float32), 2)  # no ValueError
     check_vectors(inner, np.zeros((0, inner.dim), dtype=np.float32), 0)
+
+
+@pytest.mark.parametrize("value", [0.0, float("nan")])
+def test_calute_long_term_search_checks_the_query_vector(db_url, value):
+    from cortex_pg import EmbeddingModelError
+    from cortex_pg.compat.calute import LongTermMemory
+    from cortex_pg.store import MemoryStore
+
+    s = MemoryStore.open(db_url, embedder=_OddFor("odd one", value), auto_migrate=False)
+    try:
+        ltm = LongTermMemory(store=s, user_id="u", session_id="s")
+        ltm.save("The boiler service is booked for Thursday")
+        with pytest.raises(EmbeddingModelError, match="without a direction"):
+            ltm.search("odd one")
+        found = ltm.search("boiler")
+        assert [i.content for i in found] == ["The boiler service is booked for Thursday"]
+        assert all(i.relevance_score == i.relevance_score for i in found)  # not NaN
+    finally:
+        s.close()

@@ -73,6 +73,17 @@ class NoteSearch:
 
         return self.query_cache.get_many(self.embedder.name, texts, embed)
 
+    def embed_query(self, query: str) -> list[float]:
+        """The embedding of ``query`` as :meth:`search` uses it: from the query cache, or
+        embedded and checked like every stored vector.
+
+        Raises:
+            EmbeddingModelError: the embedder returned a vector without a direction (see
+                :func:`cortex_pg.store.writing.check_vectors`).
+            EmbeddingDimensionError: a vector of another size than the model's.
+        """
+        return self._query_vectors([query])[0]
+
     @retry_transient
     @tenant_scoped
     @operation

@@ -656,6 +656,9 @@ def check_vectors(embedder: Embedder, vectors: list[list[float]], expected: int)
             infinite, or a squared length of 0 in float4 (all zeros, or components so small
             that their squares underflow). Its cosine to any vector would be NaN: stored, it
             would score NaN in every search of its tenant.
+            A model of more than 2,000 dimensions is indexed in half precision (``halfvec``):
+            its vectors must also keep a direction there, every component within ±65504 and
+            not all of them below half precision's smallest (about 6e-8).
         EmbeddingDimensionError: another size.
     """
     import numpy as np
@@ -678,6 +681,21 @@ def check_vectors(embedder: Embedder, vectors: list[list[float]], expected: int)
             f"embedder {embedder.name} returned a vector without a direction (vector {int(np.argmax(bad))} "
             "of the call: zeros, NaN, infinite, or too small for float4): its cosine is undefined"
         )
+    if embedder.dim > HALFVEC_ABOVE:
+        with np.errstate(all="ignore"):
+            half = stored.astype(np.float16).astype(np.float32)
+            squared = np.einsum("ij,ij->i", half, half)
+        bad = ~np.isfinite(half).all(axis=1) | ~np.isfinite(squared) | (squared == 0)
+        if bad.any():
+            raise EmbeddingModelError(
+                f"embedder {embedder.name} returned a vector without a direction in half precision, "
+                f"in which a model of more than {HALFVEC_ABOVE} dimensions is indexed (vector "
+                f"{int(np.argmax(bad))} of the call: a component beyond ±65504, or all below about 6e-8)"
+            )
+
+
+#: models of more dimensions than this are indexed as ``halfvec`` (``cortex.embedding_index_type``)
+HALFVEC_ABOVE = 2000
 
 
 def write_context_embeddings(

@@ -194,6 +194,7 @@ class LongTermMemory(ShelfBacked):
         Raises:
             ValidationError: ``query`` not a string, or longer than 10,000 characters, holding
                 NUL or not valid Unicode (field ``query``); limit <= 0 or a bad filter.
+            EmbeddingModelError: the embedder returned a vector without a direction for the query.
         """
         lim = validation.limit(limit)
         query = validation.query_or_blank(query)
@@ -202,7 +203,7 @@ class LongTermMemory(ShelfBacked):
                 filters, limit=lim, order="ltm_score", touch=True, retention_days=self.retention_days
             )
             return [item_from_note(n, self._blank_score(n)) for n in notes]
-        vector = self.store.embedder.embed([query])[0]
+        vector = self.store.embed_query(query)
         params = {
             "user_id": self.shelf.user_id,
             "session_id": self.shelf.session_id,

@@ -38,4 +38,6 @@ def downgrade() -> None:
     op.execute(
         "ALTER FUNCTION cortex.filter_conjunction_problem_v7(text, jsonb) RENAME TO filter_conjunction_problem"
     )
-    op.execute("ALTER FUNCTION cortex.compile_filter_clauses_v7(jsonb, text, text) RENAME TO compile_filter_clauses")
+    op.execute(
+        "ALTER FUNCTION cortex.compile_filter_clauses_v7(jsonb, text, text) RENAME TO compile_filter_clauses"
+    )
