@@ -30,6 +30,8 @@ from cortex_pg.store import MemoryStore
         ({"content": "ok", "user_id": "   "}, "user_id"),
         ({"content": "ok", "user_id": "\u200b"}, "user_id"),
         ({"content": "ok", "category": "a.\x7fb"}, "category"),
+        ({"content": "ok", "category": "work.\ud800"}, "category"),
+        ({"content": "ok", "category": "work." + "x" * 251}, "category"),  # 256 characters
         ({"content": "ok", "keywords": ["bell\x07"]}, "keywords[0]"),
         ({"content": "ok", "metadata": {"k": "\udfff"}}, "metadata"),
     ],
@@ -39,6 +41,15 @@ def test_more_bad_input(store, kwargs, field):
         store.add(**kwargs)
     assert err.value.field == field
     assert store.count() == 0
+
+
+def test_a_category_of_the_longest_length_is_kept(store):
+    path = "work." + "é" * 250  # 255 characters
+    nid = store.add("ok", category=path)
+    assert store.get(nid).category == path
+    with pytest.raises(ValidationError) as err:
+        store.update(nid, category=path + "x")
+    assert err.value.field == "category" and store.get(nid).category == path
 
 
 def test_emoji_are_fine(store):

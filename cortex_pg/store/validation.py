@@ -39,6 +39,8 @@ MAX_ID_LENGTH = 255
 MAX_CONTENT_LENGTH = 500_000  # characters; PostgreSQL's tsvector is capped at 1 MB
 MAX_QUERY_LENGTH = 10_000
 MAX_METADATA_LENGTH = 100_000  # characters of the metadata's JSON text
+#: characters of a category's dot path (it keys cortex.category_counts with the user_id)
+MAX_CATEGORY_LENGTH = 255
 MEMORY_SOURCES = ("all", "ltm", "stm")
 
 
@@ -203,13 +205,23 @@ def importance(value: object, field: str = "importance") -> float:
 
 
 def category(value: object, field: str = "category") -> str | None:
+    """A category: a dot path such as ``work.programming`` ("/" read as "."; segments stripped),
+    at most :data:`MAX_CATEGORY_LENGTH` characters; None or blank = none.
+
+    Raises:
+        ValidationError: not a string, an empty segment or one holding control characters
+            (NUL too), a lone surrogate, or longer than the limit (field ``field``).
+    """
     if value is None:
         return None
     if not isinstance(value, str):
         raise ValidationError(field, "must be a string dot path such as work.programming")
+    _encodable(value, field)
     path = value.strip().replace("/", ".")
     if not path:
         return None
+    if len(path) > MAX_CATEGORY_LENGTH:
+        raise ValidationError(field, f"longer than {MAX_CATEGORY_LENGTH} characters ({len(path)})")
     segments = [s.strip() for s in path.split(".")]
     if any(not s or _has_control(s) for s in segments):
         raise ValidationError(field, f"{value!r} is not a dot path (empty or invalid segment)")
