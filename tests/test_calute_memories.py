@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from datetime import UTC, datetime, timedelta
 
@@ -324,6 +325,23 @@ def test_long_term_cleanup_is_sql_and_reported(store, caplog):
     assert ltm.retrieve(keep.memory_id) is not None and len(ltm) == 3
 
 
+@pytest.mark.parametrize("days", [float("nan"), 1e300, 1_000_001, -math.inf, 0, "30", True])
+def test_long_term_retention_out_of_range_is_refused(store, days):
+    with pytest.raises(ValidationError) as err:
+        LongTermMemory(store=store, user_id="u", session_id="r", retention_days=days)
+    assert err.value.field == "retention_days"
+
+
+@pytest.mark.parametrize("days", [1_000_000, math.inf])
+def test_long_term_retention_at_its_bounds_keeps_a_full_memory_working(store, days):
+    ltm = LongTermMemory(store=store, user_id="u", session_id="r", max_items=1, retention_days=days)
+    first = ltm.save("the first memory", time=datetime(1900, 1, 1, tzinfo=UTC))
+    second = ltm.save("the second memory")  # full: a cleanup runs, bounded by the retention
+    assert [i.memory_id for i in ltm.retrieve(filters={})] == [second.memory_id]
+    assert ltm.last_cleanup.over_capacity == [first.memory_id] and ltm.last_cleanup.expired == []
+    assert ltm.search("second memory")[0].memory_id == second.memory_id
+
+
 def test_long_term_consolidate_merges_and_formats(ltm):
     assert ltm.consolidate() == "No long-term memories available."
     ltm.save("the cache layer uses redis for sessions", agent_id="data analyst", importance=0.4)
@@ -400,6 +418,27 @@ def test_context_stack_push_pop_peek_and_survives_reopening(ctx, db_url):
     assert (
         ContextualMemory(store=ctx.store, user_id="u", session_id="elsewhere").get_current_context() is None
     )
+
+
+@pytest.mark.parametrize(
+    ("context_type", "context_data", "field"),
+    [
+        ("ta\x00sk", None, "context_type"),
+        ("ta\ud800sk", None, "context_type"),
+        ("t" * 256, None, "context_type"),
+        ("task", {"notes": "x" * 50_000}, "context_data"),
+    ],
+)
+def test_a_frame_that_would_block_saves_is_refused(ctx, context_type, context_data, field):
+    ctx.push_context("task", {"name": "ok"})
+    with pytest.raises(ValidationError) as err:
+        ctx.push_context(context_type, context_data)
+    assert err.value.field == field
+    assert [f["type"] for f in ctx.context_stack] == ["task"]
+    # the largest frame allowed leaves room for the item's own metadata
+    ctx.push_context("t" * 255, {"notes": "x" * 49_900})
+    item = ctx.save("saved under the largest frame", metadata={"extra": "y" * 40_000})
+    assert item.metadata["context"]["type"] == "t" * 255
 
 
 def test_concurrent_pops_return_distinct_frames(ctx):

@@ -46,6 +46,10 @@ CONTEXT_TYPE_WEIGHT = 0.5
 CONTEXT_WORDS_WEIGHT = 0.5
 SCORE_WEIGHT = 0.7
 CONTEXT_WEIGHT = 0.3
+#: characters of a context frame's type, and of its data's JSON (a frame is copied into the
+#: metadata of each item saved under it, whose limit is validation.MAX_METADATA_LENGTH)
+MAX_FRAME_TYPE_LENGTH = 255
+MAX_FRAME_DATA_LENGTH = 50_000
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
@@ -117,12 +121,23 @@ class ContextualMemory:
     def push_context(self, context_type: str, context_data: Mapping[str, Any] | None = None) -> None:
         """Push a frame ``{type, data, timestamp}`` on the stack (visible to every process).
 
+        The frame is copied into the metadata of every item saved while it is on top, so it is
+        bounded: the type at most 255 characters, the data at most 50,000 characters of JSON
+        (half of an item's metadata, leaving the rest to the item's own).
+
         Raises:
-            ValidationError: blank type or data that is not a JSON object.
+            ValidationError: a blank type, one holding NUL or a lone surrogate, or a longer one
+                (field ``context_type``); data that is not a JSON object or is longer
+                (``context_data``).
         """
         if not isinstance(context_type, str) or not context_type.strip():
             raise ValidationError("context_type", "must be a non-empty string")
-        data = validation.metadata(context_data, "context_data")
+        validation.short_text(context_type, "context_type")
+        if len(context_type) > MAX_FRAME_TYPE_LENGTH:
+            raise ValidationError(
+                "context_type", f"longer than {MAX_FRAME_TYPE_LENGTH} characters ({len(context_type)})"
+            )
+        data = validation.metadata(context_data, "context_data", max_length=MAX_FRAME_DATA_LENGTH)
         self._stack(sql.CONTEXT_PUSH, type=context_type, data=json.dumps(data))
 
     @retry_transient

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,13 +60,20 @@ class CleanupReport:
         return len(self.expired) + len(self.over_capacity)
 
 
+#: the longest finite retention, in days (about 2,700 years): its bound, now minus it, stays
+#: within PostgreSQL's timestamps (from 4713 BC); past them every cleanup and full save failed
+MAX_RETENTION_DAYS = 1_000_000
+
+
 class LongTermMemory(ShelfBacked):
     """Durable memories with importance, searched by relevance, recency and importance.
 
     Args:
         storage, enable_embeddings, db_path: accepted for calute compatibility, not used.
         max_items: items kept in this scope (default 10000); see the module doc for cleanup.
-        retention_days: items whose own time is older are removed at cleanup (default 365).
+        retention_days: items whose own time is older are removed at cleanup (default 365):
+            a positive number of days up to 1,000,000 (about 2,700 years), or ``math.inf``
+            for never.
         store: the :class:`MemoryStore` (default ``MemoryStore.open()``).
         user_id, session_id: the scope (None = ``"default"``).
         memory_type: the rows' label (default ``"long_term"``).
@@ -89,9 +97,13 @@ class LongTermMemory(ShelfBacked):
         if (
             isinstance(retention_days, bool)
             or not isinstance(retention_days, int | float)
-            or retention_days <= 0
-        ):
-            raise ValidationError("retention_days", "must be a positive number of days")
+            or not 0 < retention_days <= MAX_RETENTION_DAYS  # (NaN fails both comparisons)
+        ) and retention_days != math.inf:
+            raise ValidationError(
+                "retention_days",
+                f"must be a positive number of days, at most {MAX_RETENTION_DAYS:,} (about 2,700 years), "
+                f"or math.inf for never; got {retention_days!r}",
+            )
         self.retention_days = float(retention_days)
         self.enable_embeddings = enable_embeddings
         self.shelf = Shelf(self.store, user_id, session_id, "ltm", memory_type)
