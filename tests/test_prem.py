@@ -331,6 +331,27 @@ def test_update_delete_clear(ams):
     assert ams.delete(other) is False
 
 
+def test_a_bad_user_id_is_an_error_not_a_missing_note(ams):
+    nid = ams.add_note("a note of u", user_id="u")
+    for call in (
+        lambda: ams.read(nid, user_id=123),
+        lambda: ams.read(nid, user_id="a\x00"),
+        lambda: ams.read(nid, user_id="u", session_id=["s"]),
+        lambda: ams.update(nid, user_id=123, content="x"),
+        lambda: ams.delete(nid, user_id=["u"]),
+    ):
+        with pytest.raises(ValidationError) as err:
+            call()
+        assert err.value.field in ("user_id", "session_id")
+    assert ams.read(nid).content == "a note of u"
+    # a memory_id that is not a note id is no note, as in the original
+    assert ams.read("not-an-id") is None
+    assert ams.update("not-an-id", content="x") is False and ams.delete("not-an-id") is False
+    with pytest.raises(ValidationError) as err:
+        ams.find_related_memories("note", k=0)
+    assert err.value.field == "k"
+
+
 @pytest.mark.parametrize(
     ("kwargs", "field"),
     [

@@ -479,19 +479,21 @@ class AgenticMemorySystem:
 
         Returns:
             True when the note exists (for that user, when given) and was updated, False when
-            there is no such note.
+            there is no such note (a memory_id that is not a note id too).
 
         Raises:
             ImmutableFieldError: session_id differs from the stored one.
-            ValidationError: a bad value. MergedNoteError (a ValidationError): the note was
+            ValidationError: a bad value, user_id among them. MergedNoteError (a ValidationError): the note was
                 merged into another one by evolution (update that one).
         """
         kwargs = dict(kwargs)
         owner = kwargs.pop("user_id", None)
         try:
             current = self.store.get(memory_id, user_id=owner)
-        except (NotFoundError, ValidationError):
+        except NotFoundError:
             return False
+        except ValidationError as exc:
+            return _not_a_note_id(exc, False)
         links = kwargs.pop("links", None)
         if "timestamp" in kwargs:
             if kwargs.get("time") is not None and kwargs["timestamp"] is not None:
@@ -563,11 +565,15 @@ class AgenticMemorySystem:
 
     def delete(self, memory_id: str, user_id: str | None = None) -> bool:
         """Delete a note from both tiers; with ``user_id``, only a note of that user (as
-        ``read``). Returns False when there was none."""
+        ``read``). Returns False when there was none (a memory_id that is not a note id too).
+
+        Raises:
+            ValidationError: a bad user_id.
+        """
         try:
             return self.store.delete(memory_id, user_id=user_id)
-        except ValidationError:
-            return False
+        except ValidationError as exc:
+            return _not_a_note_id(exc, False)
 
     def clear_stm(self, user_id: str | None = None, session_id: str | None = None) -> int:
         """Empty the STM of a user (one session, or all of the user's sessions when None).
@@ -585,15 +591,25 @@ class AgenticMemorySystem:
     def read(
         self, memory_id: str, user_id: str | None = None, session_id: str | None = None
     ) -> MemoryNote | None:
-        """The note with that id (counted as an access), or None; restricted to the user/session when given."""
+        """The note with that id (counted as an access), or None; restricted to the user/session when given.
+
+        A memory_id that is not a note id is no note (None), as in the original.
+
+        Raises:
+            ValidationError: a bad user_id or session_id.
+        """
+        if session_id is not None:
+            session_id = v.scope_id(session_id, "session_id")
         try:
             if session_id is not None:  # another session's note is not read, nor counted as read
                 found = self.store.get(memory_id, user_id=user_id)
                 if found.session_id != session_id:
                     return None
             note = self.store.get(memory_id, user_id=user_id, touch=True)
-        except (NotFoundError, ValidationError):
+        except NotFoundError:
             return None
+        except ValidationError as exc:
+            return _not_a_note_id(exc, None)
         links = self._links([note.id], note.user_id)
         return _memory_note(note, links.get(note.id, {}), access_bump=1)
 
@@ -707,9 +723,19 @@ class AgenticMemorySystem:
     def find_related_memories(
         self, query: str, k: int = 5, user_id: str | None = None, session_id: str | None = None
     ) -> tuple[str, list[str]]:
-        """The k most related LTM notes as the original's text block and their ids."""
+        """The k most related LTM notes as the original's text block and their ids.
+
+        Raises:
+            ValidationError: a bad query, ``k`` not a positive whole number (field ``k``), or a
+                bad user_id / session_id.
+        """
         results = self.store.search(
-            query, user_id=user_id, session_id=session_id, limit=k, memory_source="ltm", touch=False
+            query,
+            user_id=user_id,
+            session_id=session_id,
+            limit=v.limit(k, "k"),
+            memory_source="ltm",
+            touch=False,
         )
         lines = [
             f"memory index:{i}\tmemory id:{r.id}\ttimestamp:{r.created_at.isoformat()}\t"
@@ -854,3 +880,11 @@ def _result_dict(r: SearchResult, links: dict[str, Any], weight: float) -> dict[
     )
     out.update({k: val for k, val in r.to_dict().items() if k in link_keys})  # the shape SearchResult gives
     return out
+
+
+def _not_a_note_id(exc: ValidationError, missing: Any) -> Any:
+    """``missing`` when ``exc`` says the memory_id is not a note id (the original API finds no
+    such note: None or False); any other bad argument (user_id, session_id) is re-raised."""
+    if exc.field != "id":
+        raise exc
+    return missing
