@@ -220,12 +220,13 @@ def category(value: object, field: str = "category") -> str | None:
     path = value.strip().replace("/", ".")
     if not path:
         return None
-    if len(path) > MAX_CATEGORY_LENGTH:
-        raise ValidationError(field, f"longer than {MAX_CATEGORY_LENGTH} characters ({len(path)})")
     segments = [s.strip() for s in path.split(".")]
     if any(not s or _has_control(s) for s in segments):
         raise ValidationError(field, f"{value!r} is not a dot path (empty or invalid segment)")
-    return ".".join(segments)
+    path = ".".join(segments)
+    if len(path) > MAX_CATEGORY_LENGTH:
+        raise ValidationError(field, f"longer than {MAX_CATEGORY_LENGTH} characters ({len(path)})")
+    return path
 
 
 def short_text(value: object, field: str) -> str | None:
