@@ -86,6 +86,35 @@ def test_parse_decision_validates():
     assert d.merge_candidates[0].strategy == "combine"
 
 
+@pytest.mark.parametrize(
+    "bad, field",
+    [
+        ({"tags_to_update": ["pe\u0000ts"]}, "decision.tags_to_update[0]"),
+        ({"new_tags_neighborhood": [["ok"], ["pe\u0007ts"]]}, "decision.new_tags_neighborhood[1][0]"),
+        ({"new_context_neighborhood": ["P\ud800ets"]}, "decision.new_context_neighborhood[0]"),
+        (
+            {"suggested_connections": [{"id": "0", "type": "t\u0000", "strength": 1, "reason": "r"}]},
+            "decision.suggested_connections[0].type",
+        ),
+        (
+            {"suggested_connections": [{"id": "0", "type": "t", "strength": 1, "reason": "r\ud800"}]},
+            "decision.suggested_connections[0].reason",
+        ),
+        (
+            {"merge_candidates": [{"id": "0", "reasoning": "r\u0000"}]},
+            "decision.merge_candidates[0].reasoning",
+        ),
+    ],
+)
+def test_parse_decision_refuses_text_the_store_cannot_hold(bad, field):
+    """A NUL or a lone surrogate in any string it would write, or a control character in a
+    tag, is a malformed decision (a DatabaseError or UnicodeEncodeError of the job before, or a
+    tag the store refuses written anyway)."""
+    with pytest.raises(ValidationError) as err:
+        parse_decision({"should_evolve": True, "actions": ["strengthen", "update_neighbor"], **bad})
+    assert err.value.field == field
+
+
 def test_llm_shaped_decision_is_applied(store):
     """A decider returning the Prem Cortex JSON: typed links, neighbour updates, unknown ids dropped."""
     n1 = store.add("Paris is the capital of France", user_id="e", tags=["geo"])

@@ -286,6 +286,128 @@ def test_llm_analysis_over_http_and_fallback(db_url):
             system.shutdown()
 
 
+def _jobs(system, user_id):
+    with system.store.engine.connect() as conn:
+        return conn.execute(
+            text(
+                "SELECT kind, status, attempts, error FROM cortex.evolution_jobs WHERE user_id = :u ORDER BY id"
+            ),
+            {"u": user_id},
+        ).all()
+
+
+@pytest.mark.parametrize(
+    "answer, why",
+    [
+        ({"keywords": ["cat"], "context": "Ctx\u0000bad", "tags": ["pets"]}, "NUL"),
+        ({"keywords": ["cat"], "context": "Pets.", "tags": ["bad\ud800"]}, "lone surrogate"),
+        ({"keywords": ["cat"], "context": "Pets.", "tags": ["bad\u0001tag"]}, "control character"),
+        ({"keywords": ["c\u0000t"], "context": "Pets.", "tags": ["pets"]}, "NUL"),
+    ],
+    ids=["nul-context", "surrogate-tag", "control-tag", "nul-keyword"],
+)
+def test_an_llm_analysis_the_store_cannot_hold_falls_back_to_the_offline_path(db_url, caplog, answer, why):
+    """A schema-valid answer whose strings PostgreSQL text (or the store's rules for the field)
+    cannot hold is a malformed answer: the offline analysis, a log line saying why, the job done
+    (it went back to the queue with a ValidationError before, and the note stayed unprocessed)."""
+    with OpenAIStub(chat=lambda body: answer) as stub:
+        system = AgenticMemorySystem(
+            database_url=db_url,
+            embedder=HashingEmbedder(),
+            api_key="sk-test",
+            llm_base_url=stub.base_url,
+            enable_background_processing=False,
+        )
+        try:
+            content = "Maya adopted a grey cat called Pixel from the shelter."
+            with caplog.at_level("WARNING"):
+                nid = system.add_note(content, user_id="bad-llm")
+            offline = system.analyzer.offline(content)
+            note = system.read(nid, user_id="bad-llm")
+            assert note.keywords == offline["keywords"] and note.tags == offline["tags"] and note.tags
+            assert note.context == "General" and note.category is not None
+            assert _jobs(system, "bad-llm") == [("prem", "done", 1, None)]
+            logged = " ".join(r.getMessage() for r in caplog.records)
+            assert "content analysis falls back to the offline path" in logged and why in logged
+        finally:
+            system.shutdown()
+
+
+EVOLUTION_ANSWER = {
+    "should_evolve": True,
+    "actions": ["strengthen", "update_neighbor"],
+    "suggested_connections": [{"id": "0", "type": "supports", "strength": 0.99, "reason": "same report"}],
+    "tags_to_update": ["sales"],
+    "new_context_neighborhood": ["Sales"],
+    "new_tags_neighborhood": [["sales"]],
+    "merge_candidates": [],
+}
+
+
+@pytest.mark.parametrize(
+    "bad, why",
+    [
+        ({"tags_to_update": ["sa\u0000les"]}, "NUL"),
+        ({"new_context_neighborhood": ["S\ud800ales"]}, "lone surrogate"),
+        ({"new_tags_neighborhood": [["sa\u0007les"]]}, "control character"),
+        (
+            {
+                "suggested_connections": [
+                    {"id": "0", "type": "supports", "strength": 0.99, "reason": "r\u0000"}
+                ]
+            },
+            "NUL",
+        ),
+    ],
+    ids=["nul-tag", "surrogate-context", "control-neighbour-tag", "nul-reason"],
+)
+def test_an_llm_evolution_decision_the_store_cannot_hold_falls_back_to_the_offline_heuristic(
+    db_url, caplog, bad, why
+):
+    """A schema-valid decision holding strings the store cannot hold is a malformed answer:
+    the offline heuristic decides, a log line says why, the job is done (it failed with a
+    DatabaseError or a UnicodeEncodeError before, and no link was made)."""
+
+    def chat(body):
+        if body["response_format"]["json_schema"]["name"] == "evolution_decision":
+            return {**EVOLUTION_ANSWER, **bad}
+        return {"keywords": ["sales report"], "context": "Sales.", "tags": ["sales"]}
+
+    with OpenAIStub(chat=chat) as stub:
+        system = AgenticMemorySystem(
+            database_url=db_url,
+            embedder=HashingEmbedder(),
+            api_key="sk-test",
+            llm_base_url=stub.base_url,
+            enable_background_processing=False,
+        )
+        try:
+            a = system.add_note(
+                "The quarterly sales report shows revenue growth in Europe", user_id="E", session_id="s"
+            )
+            with caplog.at_level("WARNING"):
+                b = system.add_note(
+                    "The quarterly sales report shows revenue growth in Europe and Asia",
+                    user_id="E",
+                    session_id="s",
+                )
+            assert any(
+                r["body"]["response_format"]["json_schema"]["name"] == "evolution_decision"
+                for r in stub.requests
+                if r["path"].endswith("/chat/completions")
+            )
+            # the offline heuristic's link (cosine 0.928), not the LLM's "supports" 0.99
+            link = system.read(b, user_id="E").links[a]
+            assert link["type"] == "related" and link["strength"] == pytest.approx(0.9278, abs=1e-3)
+            assert system.read(a, user_id="E").context == "Sales."  # the neighbour is not rewritten
+            assert system.read(b, user_id="E").tags == ["sales"]
+            assert [j[:3] for j in _jobs(system, "E")] == [("prem", "done", 1), ("prem", "done", 1)]
+            logged = " ".join(r.getMessage() for r in caplog.records)
+            assert "evolution decision falls back to the offline heuristic" in logged and why in logged
+        finally:
+            system.shutdown()
+
+
 def test_background_processing_fills_fields_later(db_url):
     system = AgenticMemorySystem(
         database_url=db_url, embedder=HashingEmbedder(), enable_background_processing=True

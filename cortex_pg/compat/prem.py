@@ -49,7 +49,7 @@ from cortex_pg.db.steps import Blocking, Plan, plan_of, statement
 from cortex_pg.embeddings import HashingEmbedder, MiniLMEmbedder, OpenAIEmbedder
 from cortex_pg.embeddings.base import Embedder
 from cortex_pg.errors import MergedNoteError, NotFoundError, ValidationError
-from cortex_pg.evolution.decide import NoteView, heuristic_decider
+from cortex_pg.evolution.decide import NoteView, heuristic_decider, parse_decision
 from cortex_pg.evolution.decide import build_prompt as evolution_prompt
 from cortex_pg.evolution.worker import Worker
 from cortex_pg.llm import ContentAnalyzer, LLMError, light_keywords, llm_from_settings, prompts
@@ -301,7 +301,9 @@ class AgenticMemorySystem:
         )
 
     def _decider(self):  # noqa: ANN202
-        """LLM evolution decisions when an LLM is configured (offline heuristic on LLM failure)."""
+        """LLM evolution decisions when an LLM is configured; the offline heuristic's when the
+        LLM fails or its answer is malformed (invalid JSON or schema, or a decision
+        :func:`~cortex_pg.evolution.decide.parse_decision` refuses, e.g. a NUL in a tag)."""
         offline = heuristic_decider()
         if self.llm is None:
             return offline
@@ -313,6 +315,7 @@ class AgenticMemorySystem:
                     prompts.evolution_messages(evolution_prompt(note, neighbours)),
                     prompts.EVOLUTION_SCHEMA,
                     "evolution_decision",
+                    check=parse_decision,
                 )
             except LLMError as exc:
                 log.warning("evolution decision falls back to the offline heuristic: %s", exc)

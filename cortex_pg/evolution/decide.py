@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cortex_pg.errors import ValidationError
+from cortex_pg.store import validation
 
 ACTIONS = ("strengthen", "update_neighbor", "merge_memories")
 MERGE_STRATEGIES = ("combine", "augment", "replace")
@@ -101,11 +102,28 @@ class Decision:
 
 
 def _strings(value: Any, name: str) -> list[str]:
+    """A list of tags (or actions) as the store keeps tags: stripped, blanks and repeats dropped.
+
+    Raises:
+        ValidationError: not a list of strings, or a string with a NUL or other control
+            character or a lone surrogate (``name[i]``).
+    """
     if value is None:
         return []
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ValidationError(name, "must be a list of strings")
-    return [v.strip() for v in value if v.strip()]
+    return validation.string_list(value, name)
+
+
+def _text(value: str, name: str) -> str:
+    """A text of the decision (a link type or reason, a context) as given, when PostgreSQL
+    text holds it.
+
+    Raises:
+        ValidationError: a NUL character or a lone surrogate (``name``).
+    """
+    validation.short_text(value, name)
+    return value
 
 
 def _objects(value: Any, name: str) -> list[Mapping[str, Any]]:
@@ -121,10 +139,12 @@ def parse_decision(raw: Mapping[str, Any] | str) -> Decision:
 
     Lenient where the original is: unknown actions are dropped, strengths are clamped to
     [0, 1], a missing link type is ``related``, an unknown merge strategy is ``combine``.
+    Strict where the store is: every string it would write must be one PostgreSQL text holds
+    (no NUL, no lone surrogate), and tags have no control characters, as a note's tags.
 
     Raises:
-        ValidationError: not JSON / not an object, ``should_evolve`` not a boolean, or a field
-            of the wrong type (field named ``decision.<key>``).
+        ValidationError: not JSON / not an object, ``should_evolve`` not a boolean, a field
+            of the wrong type, or a string the store would refuse (field named ``decision.<key>``).
     """
     if isinstance(raw, str):
         try:
@@ -143,12 +163,13 @@ def parse_decision(raw: Mapping[str, Any] | str) -> Decision:
         if isinstance(strength, bool) or not isinstance(strength, int | float):
             raise ValidationError(f"decision.suggested_connections[{i}].strength", "must be a number")
         link_type = c.get("type") if isinstance(c.get("type"), str) and c.get("type").strip() else "related"
+        where = f"decision.suggested_connections[{i}]"
         links.append(
             SuggestedLink(
                 str(c.get("id", "")).strip(),
-                link_type.strip()[:64],
+                _text(link_type.strip()[:64], f"{where}.type"),
                 min(1.0, max(0.0, float(strength))),
-                str(c["reason"]) if c.get("reason") is not None else None,
+                _text(str(c["reason"]), f"{where}.reason") if c.get("reason") is not None else None,
             )
         )
     tags_hood = raw.get("new_tags_neighborhood") or []
@@ -158,9 +179,11 @@ def parse_decision(raw: Mapping[str, Any] | str) -> Decision:
         MergeCandidate(
             str(m.get("id", "")).strip(),
             m.get("merge_strategy") if m.get("merge_strategy") in MERGE_STRATEGIES else "combine",
-            str(m["reasoning"]) if m.get("reasoning") is not None else None,
+            _text(str(m["reasoning"]), f"decision.merge_candidates[{i}].reasoning")
+            if m.get("reasoning") is not None
+            else None,
         )
-        for m in _objects(raw.get("merge_candidates"), "decision.merge_candidates")
+        for i, m in enumerate(_objects(raw.get("merge_candidates"), "decision.merge_candidates"))
     ]
     return Decision(
         should_evolve=should,
@@ -168,7 +191,9 @@ def parse_decision(raw: Mapping[str, Any] | str) -> Decision:
         suggested_connections=links,
         tags_to_update=_strings(raw.get("tags_to_update"), "decision.tags_to_update"),
         new_context_neighborhood=[
-            str(c) for c in (raw.get("new_context_neighborhood") or []) if isinstance(c, str)
+            _text(c, f"decision.new_context_neighborhood[{i}]")
+            for i, c in enumerate(raw.get("new_context_neighborhood") or [])
+            if isinstance(c, str)
         ],
         new_tags_neighborhood=[
             _strings(t, f"decision.new_tags_neighborhood[{i}]") for i, t in enumerate(tags_hood)

@@ -14,6 +14,7 @@ from typing import Any
 
 from cortex_pg.llm import prompts
 from cortex_pg.llm.client import LLMClient, LLMError
+from cortex_pg.store import validation
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,20 @@ def light_keywords(content: str, limit: int = MAX_KEYWORDS) -> list[str]:
     return out
 
 
+def check_analysis(data: dict[str, Any]) -> None:
+    """Check an LLM analysis answer against the store's rules for the fields it fills
+    (keywords and tags: no control characters; context: no NUL; valid Unicode throughout), so
+    that an answer the store would refuse takes the offline path instead of failing its job.
+    (The category is checked by :func:`~cortex_pg.collections.rules.clean_llm_category`.)
+
+    Raises:
+        ValidationError: the first field the store would refuse.
+    """
+    validation.string_list(data["keywords"], "keywords")
+    validation.string_list(data["tags"], "tags")
+    validation.short_text(data["context"], "context")
+
+
 class ContentAnalyzer:
     """Keywords, context and tags for a note; the LLM when given, else the offline path.
 
@@ -106,7 +121,9 @@ class ContentAnalyzer:
 
         Returns:
             ``{"keywords": [str], "context": str, "tags": [str]}`` plus ``"category"`` (a dot
-            path, or None offline) when ``with_category``; ``"source"`` says ``"llm"`` or ``"offline"``.
+            path, or None offline) when ``with_category``; ``"source"`` says ``"llm"`` or ``"offline"``
+            (the LLM failed, or its answer was malformed or held text the store refuses,
+            :func:`check_analysis`).
         """
         if self.llm is not None:
             try:
@@ -116,6 +133,7 @@ class ContentAnalyzer:
                     ),
                     prompts.analysis_schema(with_category),
                     "content_analysis",
+                    check=check_analysis,
                 )
                 data["keywords"] = [k for k in data["keywords"] if k.strip()][: MAX_KEYWORDS * 2]
                 data["tags"] = [t for t in data["tags"] if t.strip()]

@@ -1,9 +1,12 @@
 """One client for OpenAI-compatible chat completions (OpenAI, Ollama, vLLM, ...), JSON only.
 
-Every call asks for a JSON object that must validate against a JSON schema (``jsonschema``);
-a timeout, a transport error, a non-JSON or invalid answer raises :class:`LLMError` after
-``max_retries`` further attempts. Callers catch it and use their offline path, so an LLM
-failure never loses a note.
+Every call asks for a JSON object that must validate against a JSON schema (``jsonschema``)
+and whose strings PostgreSQL text can hold (no NUL character, no lone surrogate: valid JSON
+may spell both, ``"\\u0000"``, ``"\\ud800"``), and that passes the caller's own check (the
+store's rules for the fields it writes); a timeout, a transport error, a non-JSON or invalid
+answer raises :class:`LLMError` after ``max_retries`` further attempts. Callers catch it and
+use their offline path, so an LLM failure (or an answer the store would refuse) never loses a
+note or fails its job.
 """
 
 from __future__ import annotations
@@ -11,11 +14,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Callable
 from typing import Any
 
 import jsonschema
 
-from cortex_pg.errors import CortexPGError
+from cortex_pg.errors import CortexPGError, ValidationError
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +28,29 @@ OLLAMA_DEFAULT = "http://localhost:11434"
 
 class LLMError(CortexPGError):
     """The LLM could not give a valid answer (after retries)."""
+
+
+def check_text(value: Any, field: str = "answer") -> None:
+    """Check that every string in a parsed JSON answer (keys included) can be stored as
+    PostgreSQL text (or jsonb): no NUL character and no lone surrogate.
+
+    Raises:
+        ValidationError: the first string that cannot, named by its path (e.g. ``tags[0]``).
+    """
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ValidationError(field, "contains a NUL character (PostgreSQL text cannot hold it)")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValidationError(field, "is not valid Unicode (lone surrogate)") from None
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            check_text(key, f"{field} key")
+            check_text(item, key if field == "answer" else f"{field}.{key}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            check_text(item, f"{field}[{i}]")
 
 
 class LLMClient:
@@ -62,14 +89,24 @@ class LLMClient:
         )
 
     def complete_json(
-        self, messages: list[dict[str, str]], schema: dict[str, Any], name: str
+        self,
+        messages: list[dict[str, str]],
+        schema: dict[str, Any],
+        name: str,
+        check: Callable[[dict[str, Any]], object] | None = None,
     ) -> dict[str, Any]:
         """Ask for a JSON object matching ``schema``.
+
+        An answer is invalid (logged, asked again, in the end :class:`LLMError`) when it is not
+        JSON, does not match ``schema``, holds a string PostgreSQL text cannot hold
+        (:func:`check_text`), or ``check`` raises :class:`~cortex_pg.errors.ValidationError`.
 
         Args:
             messages: chat messages (``role``/``content``).
             schema: JSON schema of the answer (an object schema).
             name: schema name sent with ``response_format``.
+            check: called with the parsed answer; raises ValidationError when the answer breaks
+                a rule of the store for the fields the caller writes (its return value unused).
 
         Returns:
             The parsed, validated object.
@@ -92,8 +129,11 @@ class LLMClient:
                 text = resp.choices[0].message.content or ""
                 data = json.loads(text)
                 jsonschema.validate(data, schema)
+                check_text(data)
+                if check is not None:
+                    check(data)
                 return data
-            except (json.JSONDecodeError, jsonschema.ValidationError) as exc:
+            except (json.JSONDecodeError, jsonschema.ValidationError, ValidationError) as exc:
                 last = exc
                 log.warning("LLM %s answer invalid (attempt %d): %s", name, attempt + 1, exc)
             except Exception as exc:  # noqa: BLE001 - transport errors of any kind
