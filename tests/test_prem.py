@@ -970,3 +970,17 @@ def test_shutdown_refuses_more_writes_and_openai_without_key(ams, db_url, monkey
     with pytest.raises(ValidationError) as err:
         AgenticMemorySystem(database_url=db_url, model_name="text-embedding-3-small")
     assert err.value.field == "api_key"
+
+
+def test_a_note_of_one_very_long_word_gets_a_category_that_fits(ams):
+    from cortex_pg.collections.rules import MAX_CATEGORY_LENGTH, clean_llm_category, keyword_path
+    from cortex_pg.store.validation import MAX_CATEGORY_LENGTH as STORED
+
+    assert MAX_CATEGORY_LENGTH == STORED
+    path = keyword_path(["a" * 300, "b" * 300])
+    assert path == "a" * 127 + "." + "b" * 127
+    assert clean_llm_category("science." + "c" * 300) is None  # the offline rule takes over
+    nid = ams.add_note("antidisestablishmentarianism" * 12 + " notes", user_id="u")
+    note = ams.read(nid)
+    assert note.category and len(note.category) <= MAX_CATEGORY_LENGTH
+    assert note.keywords  # processed: the analysis was written, not retried

@@ -32,6 +32,9 @@ SAMPLE_NOTES = 20
 FALLBACK_CATEGORY = "misc"
 FORBIDDEN_CATEGORIES = frozenset({"general", "uncategorized", "uncategorised", "misc", "other", "none"})
 
+#: characters of a category (``cortex_pg.store.validation.MAX_CATEGORY_LENGTH``, repeated here
+#: to keep this module free of the store); a derived segment is cut to half of it
+MAX_CATEGORY_LENGTH = 255
 _SEGMENT = re.compile(r"[^a-z0-9]+")
 _LLM_PATH = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_]+){1,3}$")
 
@@ -47,10 +50,11 @@ def keyword_path(keywords: Sequence[str]) -> str:
     distinct keywords, in the keywords' order (``["Neural networks", "human brain"]`` ->
     ``"neural_networks.human_brain"``), one segment when there is one keyword, ``"misc"`` when
     there is none. The keywords are the note's own (the caller's, else YAKE's, which is
-    deterministic), so the same text always gets the same path."""
+    deterministic), so the same text always gets the same path. A segment is cut to 127
+    characters, so the path fits a category's 255."""
     segments: list[str] = []
     for kw in keywords:
-        s = slug(kw)
+        s = slug(kw)[: (MAX_CATEGORY_LENGTH - 1) // 2].strip("_")
         if s and s not in segments:
             segments.append(s)
         if len(segments) == 2:
@@ -60,12 +64,16 @@ def keyword_path(keywords: Sequence[str]) -> str:
 
 def clean_llm_category(value: object) -> str | None:
     """An LLM's category when it follows the rule (lower-case dot path of 2-4 segments of
-    ``[a-z0-9_]``, first segment not general/uncategorized/misc/other), else None (the caller
-    falls back to the offline rule)."""
+    ``[a-z0-9_]``, first segment not general/uncategorized/misc/other, at most 255
+    characters), else None (the caller falls back to the offline rule)."""
     if not isinstance(value, str):
         return None
     path = value.strip().lower().replace(" ", "_").replace("/", ".")
-    if not _LLM_PATH.match(path) or path.split(".")[0] in FORBIDDEN_CATEGORIES:
+    if (
+        len(path) > MAX_CATEGORY_LENGTH
+        or not _LLM_PATH.match(path)
+        or path.split(".")[0] in FORBIDDEN_CATEGORIES
+    ):
         return None
     return path
 
