@@ -452,3 +452,198 @@ def test_long_value_lists_are_checked_whole(store):
     with pytest.raises(ValidationError) as err:
         compile_filter(store, {"n": {"$in": numbers, "$nin": [float(x) for x in numbers]}})
     assert err.value.reason.startswith("where_filter.n: no value meets all of")
+
+
+# $under with the other conditions of its field, in one operator object or a conjunction (v9)
+UNDER_CONTRADICTIONS = [
+    (
+        {"category": {"$eq": "work", "$under": "home"}},
+        "where_filter.category",
+        'both "work" and under "home"',
+    ),
+    (
+        {"category": {"$in": ["work"], "$under": "home"}},
+        "where_filter.category",
+        'both "work" and under "home"',
+    ),
+    ({"category": {"$in": ["work", "homework"], "$under": "home"}}, "where_filter.category", "one of"),
+    (
+        {"category": "work", "$and": [{"category": {"$under": "home"}}]},
+        "where_filter.$and[0].category",
+        'contradicts where_filter.category: no value is both "work" and under "home"',
+    ),
+    (
+        {"$and": [{"category": {"$under": "a"}}, {"category": {"$under": "b"}}]},
+        "where_filter.$and[1].category",
+        'contradicts where_filter.$and[0].category: no value is both under "a" and under "b"',
+    ),
+    (
+        {"$and": [{"category": {"$under": "a.b"}}, {"category": {"$under": "a"}}, {"category": "a.c"}]},
+        "where_filter.$and[2].category",
+        'no value is both "a.c" and under "a.b"',
+    ),
+    (
+        {"category": {"$in": ["a.x", "b"], "$under": "a", "$ne": "a.x"}},
+        "where_filter.category",
+        "no value meets all of",
+    ),
+    ({"context": {"$eq": "work", "$under": "home"}}, "where_filter.context", "under"),
+    (
+        {"$or": [{"x": 1}, {"category": {"$under": "work"}, "$and": [{"category": {"$under": "workout"}}]}]},
+        "where_filter.$or[1].$and[0].category",
+        "contradicts where_filter.$or[1].category",
+    ),
+]
+
+
+@pytest.mark.parametrize(("flt", "path", "fragment"), UNDER_CONTRADICTIONS)
+def test_under_is_checked_with_the_other_conditions_of_its_field(store, flt, path, fragment):
+    with pytest.raises(ValidationError) as err:
+        compile_filter(store, flt)
+    assert err.value.field == "where_filter"
+    assert err.value.reason.startswith(path + ":") and fragment in err.value.reason, err.value.reason
+
+
+def test_under_look_alikes_that_some_value_meets_compile_as_before(store):
+    # a value under the path, a path under the other, exclusions (an $under holds every path
+    # below it, so no $ne or $nin empties it): the clauses AND-ed, each as it compiles alone
+    for flt in (
+        {"$and": [{"category": "work.python"}, {"category": {"$under": "work"}}]},
+        {"$and": [{"category": {"$in": ["home", "work"]}}, {"category": {"$under": "work"}}]},
+        {"$and": [{"category": {"$under": "a"}}, {"category": {"$under": "a.b"}}, {"category": "a.b.c"}]},
+        {"$and": [{"category": {"$under": "a.b"}}, {"category": {"$under": "a"}}]},
+        {
+            "$and": [
+                {"category": {"$under": "a"}},
+                {"category": {"$ne": "a"}},
+                {"category": {"$nin": ["a.b"]}},
+            ]
+        },
+        {"$and": [{"category": {"$under": "work"}}, {"category": {"$contains": "py"}}]},
+        {"$and": [{"category": {"$eq": "work", "$under": "work"}}]},
+    ):
+        expected = "((" + " AND ".join(compile_filter(store, c) for c in flt["$and"]) + "))"
+        assert compile_filter(store, flt) == expected, flt
+    assert compile_filter(store, {"category": {"$under": "a", "$ne": "a"}}) == (
+        "((n.category IS DISTINCT FROM 'a'::text) AND cortex.category_under(n.category, 'a'))"
+    )
+    assert compile_filter(store, {"$or": [{"category": "work"}, {"category": {"$under": "home"}}]}) != "true"
+
+
+# values read in the form notes store them (v9)
+def test_filter_values_are_read_as_notes_store_them(store):
+    nid = store.add(
+        "normalised note", user_id="u", category="work/python", tags=[" urgent "], keywords=[" kw "]
+    )
+    note = store.get(nid, user_id="u")
+    assert (note.category, note.tags, note.keywords) == ("work.python", ["urgent"], ["kw"])
+
+    def found(flt):
+        return {r.id for r in store.search("normalised", user_id="u", where_filter=flt, touch=False)}
+
+    for flt in (
+        {"category": "work/python"},
+        {"category": " work / python "},
+        {"category": {"$under": "work/python"}},
+        {"category": {"$under": "work/"[:-1]}},
+        {"category": {"$in": ["home", "work/python"]}},
+        {"tags": " urgent "},
+        {"tags": {"$contains": "urgent\u00a0"}},  # stripped as Python strips
+        {"tags": {"$in": [" urgent", "x"]}},
+        {"tags": [" urgent ", "urgent", " "]},  # the exact list as stored: ["urgent"]
+        {"keywords": " kw "},
+    ):
+        assert found(flt) == {note.id}, flt
+    for flt in (
+        {"category": {"$ne": "work/python"}},
+        {"category": {"$nin": [" work.python"]}},
+        {"tags": {"$ne": " urgent"}},
+        {"keywords": {"$nin": ["kw "]}},
+    ):
+        assert found(flt) == set(), flt
+    assert compile_filter(store, {"category": "work/python"}) == compile_filter(
+        store, {"category": "work.python"}
+    )
+    assert compile_filter(store, {"tags": [" a ", "a", "b"]}) == compile_filter(store, {"tags": ["a", "b"]})
+    # excluded in either spelling: a contradiction, as in stored form
+    with pytest.raises(ValidationError) as err:
+        compile_filter(store, {"category": {"$eq": "a/b", "$ne": "a.b"}})
+    assert err.value.reason.startswith("where_filter.category: no value meets all of")
+
+
+@pytest.mark.parametrize(
+    ("flt", "path", "fragment"),
+    [
+        ({"category": "..a"}, "where_filter.category", 'no note\'s category is "..a"'),
+        ({"category": {"$eq": "a./b"}}, "where_filter.category.$eq", "empty segment"),
+        ({"category": " "}, "where_filter.category", "a blank one as none"),
+        ({"category": {"$under": " "}}, "where_filter.category.$under", "no note's category"),
+        ({"category": {"$under": "..a"}}, "where_filter.category.$under", "not a dot path"),
+        ({"category": "a" * 256}, "where_filter.category", "at most 255 characters"),
+        ({"category": "a\u0007b"}, "where_filter.category", "control character"),
+        ({"category": {"$in": ["..a", "/"]}}, "where_filter.category.$in", "is any of"),
+        ({"tags": " "}, "where_filter.tags", 'no note has the tag " "'),
+        ({"keywords": {"$contains": ""}}, "where_filter.keywords.$contains", "keyword"),
+        ({"tags": {"$in": [" ", ""]}}, "where_filter.tags.$in", "any of the tags"),
+        ({"tags": ["a", "b\u0001"]}, "where_filter.tags", "control character"),
+        ({"$and": [{"x": 1}, {"tags": " "}]}, "where_filter.$and[1].tags", "no note has"),
+    ],
+)
+def test_values_no_note_holds_are_refused(store, flt, path, fragment):
+    with pytest.raises(ValidationError) as err:
+        compile_filter(store, flt)
+    assert err.value.field == "where_filter"
+    assert err.value.reason.startswith(path + ":") and fragment in err.value.reason, err.value.reason
+
+
+def test_values_in_stored_form_and_harmless_exclusions_compile_as_before(store):
+    assert compile_filter(store, {"category": "work.python"}) == "((n.category = 'work.python'::text))"
+    assert compile_filter(store, {"tags": "urgent"}) == "(('urgent' = ANY (n.tags)))"
+    assert compile_filter(store, {"tags": []}) == "((n.tags = '{}'::text[]))"
+    # a value no note holds, where it need not be held: kept as written
+    assert (
+        compile_filter(store, {"category": {"$ne": "..a"}}) == "((n.category IS DISTINCT FROM '..a'::text))"
+    )
+    assert "'..a'" in compile_filter(store, {"category": {"$in": ["..a", "b"]}})
+    assert compile_filter(store, {"tags": {"$nin": [" "]}}) == "((NOT (n.tags && '{\" \"}'::text[])))"
+    # ranges and substrings compare the text as written; other text columns are not categories
+    assert "'a/b'" in compile_filter(store, {"category": {"$gte": "a/b"}})
+    assert "'a/b'" in compile_filter(store, {"category": {"$contains": "a/b"}})
+    assert "'a/b'" in compile_filter(store, {"context": "a/b"})
+    assert '" x "' in compile_filter(store, {"cat": " x "})  # a metadata key
+
+
+# importance is kept from 0 to 1 by the CHECK of notes and stm_notes (v9)
+@pytest.mark.parametrize(
+    ("flt", "path", "fragment"),
+    [
+        ({"importance": 2}, "where_filter.importance", "2 is not one"),
+        ({"importance": {"$gt": 1}}, "where_filter.importance", "none meets $gt 1"),
+        ({"importance": {"$gte": 1.5, "$lte": 3}}, "where_filter.importance", "from 0 to 1"),
+        ({"importance": {"$lt": 0}}, "where_filter.importance", "none meets $lt 0"),
+        ({"importance": {"$lte": -0.5}}, "where_filter.importance", "from 0 to 1"),
+        ({"importance": {"$in": [2, -1]}}, "where_filter.importance", "none of [2, -1] is one"),
+        (
+            {"$and": [{"importance": {"$gte": 0.5}}, {"importance": {"$gt": 1}}]},
+            "where_filter.$and[1].importance",
+            "none meets $gt 1",  # the clause alone, as its own level is checked first
+        ),
+        ({"$not": {"importance": -1}}, "where_filter.$not.importance", "from 0 to 1"),
+    ],
+)
+def test_importance_outside_its_range_is_refused(store, flt, path, fragment):
+    with pytest.raises(ValidationError) as err:
+        compile_filter(store, flt)
+    assert err.value.reason.startswith(path + ":") and fragment in err.value.reason, err.value.reason
+
+
+def test_importance_within_its_range_and_access_count_compile_as_before(store):
+    assert compile_filter(store, {"importance": {"$gte": 1}}) == "((n.importance >= '1'::real))"
+    assert compile_filter(store, {"importance": {"$lte": 0}}) == "((n.importance <= '0'::real))"
+    assert compile_filter(store, {"importance": 1}) == "((n.importance = '1'::real))"
+    assert compile_filter(store, {"importance": {"$in": [2, 0.5]}}) == (
+        "((n.importance IN ('2'::real, '0.5'::real)))"
+    )
+    assert compile_filter(store, {"importance": {"$ne": 2}}) == "((n.importance IS DISTINCT FROM '2'::real))"
+    # access_count has no CHECK: a note may be written with any integer
+    assert compile_filter(store, {"access_count": {"$lt": 0}}) == "((n.access_count < '0'::integer))"
