@@ -1,4 +1,4 @@
-"""One filter language (cortex.compile_filter v2, v4, v5, v7) for where_filter and every calute-style store."""
+"""One filter language (cortex.compile_filter v2, v4, v5, v7, v9) for where_filter and every calute-style store."""
 
 from __future__ import annotations
 

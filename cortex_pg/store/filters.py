@@ -21,7 +21,16 @@ everywhere (the grammar is in ``sql/functions/compile_filter/v2.sql``):
   ``access_count``: one that holds no whole number, ``{"$gt": 1, "$lt": 2}``), a wrong value
   type, conditions on one field that no value meets together, in one operator object or spread
   over the clauses of a conjunction (``{"$and": [{"category": "work"}, {"category": "home"}]}``;
-  ``compile_filter`` v5 and v7; v8 matches value lists by hashing, in time linear in their size).
+  ``compile_filter`` v5 and v7; v8 matches value lists by hashing, in time linear in their size),
+  ``$under`` included (``{"category": {"$eq": "work", "$under": "home"}}``, two ``$under`` paths
+  neither of which lies under the other; v9), a value outside the column's domain
+  (``{"importance": {"$gt": 1}}``: importance is kept in 0..1; v9), and a value no note can
+  hold where one must be (``{"category": "..a"}``, ``{"tags": " "}``; v9).
+* Values are read in the form notes store them (v9, the rules of
+  :func:`~cortex_pg.store.validation.category` and
+  :func:`~cortex_pg.store.validation.string_list`): a category of ``$eq $ne $in $nin $under``
+  as a dot path ("/" read as ".", segments stripped: ``{"category": "work/python"}`` finds the
+  note saved with that category), tags and keywords stripped (``{"tags": " urgent "}``).
 
 The calute stores use calute's item field names (:func:`item_filter`): ``memory_type``,
 ``agent_id``, ``task_id``, ``conversation_id``, ``user_id`` (the item's user: metadata
