@@ -5,9 +5,9 @@ Usage:
 
 Compiles, with ``cortex.compile_filter``, filters whose value lists hold ``--size`` values:
 two ``$in`` lists in a conjunction that share one value, an ``$in`` and a ``$nin`` list of one
-field (text, and metadata numbers). Each is compiled by the head revision (version 8: lists
-matched by ``cortex.filter_key``, hashed) and, in a transaction rolled back afterwards, by the
-functions version 8 replaced (``compile_filter_clauses_v7`` and
+field (text, and metadata numbers). Each is compiled by the head revision (since version 8,
+lists matched by ``cortex.filter_key``, hashed) and, in a transaction rolled back afterwards,
+with version 7's pairwise checks in place of the keyed ones (``compile_filter_clauses_v7`` and
 ``filter_conjunction_problem_v7``, which compare the lists pair by pair), on the same server.
 Prints milliseconds for each and their ratio, and checks that both compile the same text.
 Runs against ``--database-url`` (``DATABASE_URL``) or a temporary embedded server.
@@ -29,10 +29,11 @@ from cortex_pg.db import embedded
 from cortex_pg.db.engine import create_engine_for
 from cortex_pg.db.migrate import upgrade
 
+#: the head revision's two keyed functions set aside, version 7's pairwise ones in their place
 SWAP = [
-    "ALTER FUNCTION cortex.compile_filter_clauses(jsonb, text, text) RENAME TO compile_filter_clauses_v8",
+    "ALTER FUNCTION cortex.compile_filter_clauses(jsonb, text, text) RENAME TO compile_filter_clauses_head",
     "ALTER FUNCTION cortex.compile_filter_clauses_v7(jsonb, text, text) RENAME TO compile_filter_clauses",
-    "ALTER FUNCTION cortex.filter_conjunction_problem(text, jsonb) RENAME TO filter_conjunction_problem_v8",
+    "ALTER FUNCTION cortex.filter_conjunction_problem(text, jsonb) RENAME TO filter_conjunction_problem_head",
     "ALTER FUNCTION cortex.filter_conjunction_problem_v7(text, jsonb) RENAME TO filter_conjunction_problem",
 ]
 
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         engine = create_engine_for(url)
         upgrade(engine, "head")
         print(
-            f"{'filter (' + str(args.size) + ' values a list)':40s} {'v8 ms':>10s} {'v7 ms':>10s} {'v7 / v8':>9s}"
+            f"{'filter (' + str(args.size) + ' values a list)':40s} {'head ms':>10s} {'v7 ms':>10s} {'v7 / head':>10s}"
         )
         for name, flt in filters(args.size).items():
             with engine.connect() as conn:
@@ -81,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
                 old_ms, old_sql = timed(conn, flt)
                 conn.rollback()
             same = "" if new_sql == old_sql else "   (compiled text differs!)"
-            print(f"{name:40s} {new_ms:10.1f} {old_ms:10.1f} {old_ms / new_ms:8.0f}x{same}", flush=True)
+            print(f"{name:40s} {new_ms:10.1f} {old_ms:10.1f} {old_ms / new_ms:9.0f}x{same}", flush=True)
         engine.dispose()
     finally:
         if tmp is not None:
