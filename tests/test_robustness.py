@@ -77,6 +77,45 @@ def test_bad_url_is_a_validation_error():
     assert err.value.field == "url"
 
 
+BAD_URLS = [
+    ("sqlite:///tmp/cortex-pg-not-postgres.db", "'sqlite' is not PostgreSQL"),
+    ("mysql://a@b/c", "'mysql' is not PostgreSQL"),
+    ("http://x", "'http' is not PostgreSQL"),
+    ("postgresql+psycopg2://u@127.0.0.1/x", "'postgresql+psycopg2' is not PostgreSQL"),
+    ("postgresql://u:secret@127.0.0.1:notaport/x", "port is not a number"),
+    ("postgresql://u@127.0.0.1:70000/x", "port 70000 is not from 1 to 65535"),
+]
+
+
+@pytest.mark.parametrize(("url", "reason"), BAD_URLS)
+def test_a_url_not_for_postgresql_or_with_a_bad_port_is_a_validation_error(url, reason):
+    with pytest.raises(ValidationError) as err:
+        MemoryStore.open(url, embedder="hashing")
+    assert err.value.field == "url" and reason in err.value.reason
+    assert "secret" not in str(err.value)  # the URL's password is not repeated
+
+
+@pytest.mark.parametrize(("url", "reason"), BAD_URLS)
+def test_cli_a_bad_database_url_is_one_line_naming_the_flag(url, reason):
+    r = CliRunner().invoke(app, ["--database-url", url, "--embedder", "hashing", "stats"])
+    assert r.exit_code == 2, r.output
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("error: --database-url: ")
+    assert reason in r.stderr and "Traceback" not in r.output
+
+
+def test_postgres_urls_with_and_without_the_driver_still_open(db_url):
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(db_url)
+    for scheme in ("postgres", "postgresql", "postgresql+psycopg"):
+        url = parsed.set(drivername=scheme).render_as_string(hide_password=False)
+        store = MemoryStore.open(url, embedder="hashing", auto_migrate=False)
+        try:
+            assert store.count() == 0
+        finally:
+            store.close()
+
+
 def test_many_processes_open_a_new_data_directory_at_once():
     home = Path(tempfile.mkdtemp(prefix="cortex-pg-race-"))
     env = {**os.environ, "CORTEX_PG_HOME": str(home), "CORTEX_PG_EMBEDDER": "hashing"}

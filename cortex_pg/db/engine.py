@@ -22,20 +22,35 @@ _shared: dict[tuple[int, str], list] = {}
 _shared_lock = threading.Lock()
 
 
+#: the drivers a URL may name: PostgreSQL through psycopg 3 (``postgres://`` and
+#: ``postgresql://`` are given it)
+SUPPORTED_DRIVERS = ("postgres", "postgresql", "postgresql+psycopg")
+
+
 def normalize_url(url: str) -> str:
-    """Use the psycopg 3 driver for ``postgres://`` / ``postgresql://`` URLs; keep others as given.
+    """Use the psycopg 3 driver for ``postgres://`` / ``postgresql://`` URLs.
 
     Raises:
-        ValidationError: not a database URL.
+        ValidationError: ``url``: not a database URL, a database other than PostgreSQL or a
+            driver other than psycopg 3, or a port that is not a number from 1 to 65535.
     """
+    example = "postgresql://user:pw@host/db"
     try:
         parsed = make_url(url)
     except ArgumentError:
+        raise ValidationError("url", f"{url!r} is not a database URL ({example})") from None
+    except ValueError:  # the port is not a number (SQLAlchemy's int())
+        raise ValidationError("url", "its port is not a number from 1 to 65535") from None
+    # (the messages below do not repeat the URL: it may hold a password)
+    if parsed.drivername not in SUPPORTED_DRIVERS:
         raise ValidationError(
-            "url", f"{url!r} is not a database URL (postgresql://user:pw@host/db)"
-        ) from None
-    if parsed.drivername in ("postgres", "postgresql"):
-        parsed = parsed.set(drivername="postgresql+psycopg")
+            "url",
+            f"{parsed.drivername!r} is not PostgreSQL with a supported driver "
+            f"(postgresql:// or postgresql+psycopg://, e.g. {example})",
+        )
+    if parsed.port is not None and not 1 <= parsed.port <= 65535:
+        raise ValidationError("url", f"its port {parsed.port} is not from 1 to 65535")
+    parsed = parsed.set(drivername="postgresql+psycopg")
     return parsed.render_as_string(hide_password=False)
 
 
