@@ -184,3 +184,22 @@ def test_mcp_over_streamable_http(db_url: str) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.parametrize("where", ["busy port", "unknown host"])
+def test_mcp_http_refuses_a_port_in_use_or_an_unknown_host(db_url: str, where: str) -> None:
+    from typer.testing import CliRunner
+
+    from cortex_pg.cli import app
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        args = (
+            ["--http", str(port)] if where == "busy port" else ["--http", "1", "--host", "nosuchhost.invalid"]
+        )
+        result = CliRunner().invoke(app, ["mcp", *args], env=_env(db_url))
+    flag = "--http" if where == "busy port" else "--host"
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"error: {flag}: ") and result.stderr.count("\n") == 1, result.stderr

@@ -80,3 +80,51 @@ def test_serve_refuses_options_that_would_open_the_store_to_anyone(args, flag):
 def test_loopback_hosts():
     assert all(map(is_loopback, ["127.0.0.1", "127.8.0.1", "::1", "localhost"]))
     assert not any(map(is_loopback, ["0.0.0.0", "::", "10.0.0.1", "example.org", ""]))
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"), [(["--port", "{busy}"], "--port"), (["--host", "nosuchhost.invalid"], "--host")]
+)
+def test_serve_refuses_a_port_in_use_or_an_unknown_host_before_announcing(db_url, args, flag):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = str(taken.getsockname()[1])
+        args = [a.replace("{busy}", busy) for a in args]
+        result = CliRunner().invoke(
+            cli, ["--embedder", "hashing", "serve", *args], env={"DATABASE_URL": db_url}
+        )
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"error: {flag}: ") and result.stderr.count("\n") == 1, result.stderr
+    assert "serving on" not in result.output
+    if flag == "--port":
+        assert f"{busy} is already in use" in result.stderr
+
+
+def test_serve_on_port_0_announces_the_port_it_listens_on(db_url):
+    env = {**os.environ, "DATABASE_URL": db_url, "CORTEX_PG_EMBEDDER": "hashing"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cortex_pg", "serve", "--port", "0", "--log-level", "warning"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = proc.stderr.readline()  # the announcement, once the store is open
+        assert line.startswith("cortex-pg serving on http://127.0.0.1:"), line
+        port = int(line.split("http://127.0.0.1:")[1].split()[0])
+        assert port != 0
+        for _ in range(600):
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None
+            time.sleep(0.1)
+        else:
+            pytest.fail("cortex-pg serve --port 0 did not answer /health on the port it announced")
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=60)

@@ -50,7 +50,7 @@ def serve(
 ) -> None:
     """Serve the JSON API (/notes, /search, /entities, /health; spec at /openapi.json) and /ui."""
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401 - (checked here: the server extra)
 
         from cortex_pg.server import create_app
     except ImportError as exc:
@@ -66,23 +66,30 @@ def serve(
         raise ValidationError("user_id", "--no-auth needs the user every request acts for")
     if user is not None and not no_auth:
         raise ValidationError("user_id", "only with --no-auth (with keys, each key names its user)")
+    from cortex_pg import listen
     from cortex_pg.store import MemoryStore
 
-    store = MemoryStore.open(
-        settings=settings_of(ctx),
-        auto_migrate=True,
-        isolation="rls",
-        extract_entities=entities,
-        enqueue_evolution=evolve,
-    )
+    sockets = listen.bind(host, port)  # (a port in use or an unknown host: refused before anything)
+    try:
+        store = MemoryStore.open(
+            settings=settings_of(ctx),
+            auto_migrate=True,
+            isolation="rls",
+            extract_entities=entities,
+            enqueue_evolution=evolve,
+        )
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
     try:
         app = create_app(store, auth=not no_auth, user_id=user)
         shown = f"[{host}]" if ":" in host else host
         typer.echo(
-            f"cortex-pg serving on http://{shown}:{port} (API keys {'off' if no_auth else 'required'}; "
-            "OpenAPI at /openapi.json, inspector at /ui)",
+            f"cortex-pg serving on http://{shown}:{listen.port_of(sockets)} "
+            f"(API keys {'off' if no_auth else 'required'}; OpenAPI at /openapi.json, inspector at /ui)",
             err=True,
         )
-        uvicorn.run(app, host=host, port=port, log_level=log_level)
+        listen.run(app, sockets, host=host, port=port, log_level=log_level)
     finally:
         store.close()

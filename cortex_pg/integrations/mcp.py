@@ -16,6 +16,7 @@ endpoint ``/mcp``).
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -117,13 +118,32 @@ def serve(http_port: int | None = None, *, host: str = "127.0.0.1", toolkit: Too
     Args:
         http_port: serve streamable HTTP on this port (endpoint ``/mcp``); None: stdio.
         host: the HTTP interface (loopback by default).
+
+    Raises:
+        ValidationError: ``http_port`` in use (or not allowed), ``host`` unknown or not an
+            address of this machine: refused before serving (and before ``toolkit`` opens anything).
     """
+    sockets = None
+    if http_port is not None:
+        from cortex_pg import listen
+
+        sockets = listen.bind(host, http_port, port_field="http_port")
     kit = toolkit or Toolkit()
-    server = build_server(kit)
     try:
-        if http_port is None:
+        server = build_server(kit)
+        if sockets is None:
             server.run()
         else:
-            server.run("streamable-http", host=host, port=http_port)
+            # (the SDK's run("streamable-http") with the sockets bound above)
+            app = server.streamable_http_app(host=host)
+            shown = f"[{host}]" if ":" in host else host
+            print(
+                f"cortex-pg MCP over streamable HTTP on http://{shown}:{listen.port_of(sockets)}/mcp",
+                file=sys.stderr,
+            )
+            listen.run(app, sockets, host=host, port=http_port, log_level=server.settings.log_level.lower())
     finally:
+        if sockets is not None:
+            for sock in sockets:
+                sock.close()
         kit.close()
