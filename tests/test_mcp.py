@@ -131,6 +131,14 @@ async def _session(client: Client) -> None:
     for tool in ("read", "update", "linked_notes"):  # the tool's own argument is named
         assert "ValidationError: memory_id" in _error(await client.call_tool(tool, {"memory_id": "nope"}))
     assert "NotFoundError: entity" in _error(await client.call_tool("get_entity_info", {"name": "Zorro"}))
+    for tool in ("get_entity_info", "get_related_entities"):  # the argument is `name`, not `entity`
+        for bad in ("a\x00b", "   "):
+            assert "ValidationError: name: " in _error(
+                await client.call_tool(tool, {"name": bad, "user_id": "u1"})
+            )
+    assert "ValidationError: agent_role: contains NUL" in _error(  # (not the search's `filters`)
+        await client.call_tool("build_context_for_task", {"task_description": "Berlin", "agent_role": "\x00"})
+    )
 
     assert _data(await client.call_tool("delete", {"memory_id": other["id"], "user_id": "u1"})) == {
         "deleted": True

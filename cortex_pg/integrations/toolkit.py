@@ -253,10 +253,10 @@ class Toolkit:
 
     def _entity(self, args: EntityArgs) -> tuple[Any, str, Any]:
         """(the entity graph, the user, the entity's record), or NotFoundError."""
-        from cortex_pg.entities.repository import EntityStore
+        from cortex_pg.entities.repository import EntityStore, entity_name
 
         graph, uid = EntityStore(self.store.engine), validation.scope_id(args.user_id, "user_id")
-        record = graph.entity(uid, args.name)
+        record = graph.entity(uid, entity_name(args.name, "name"))  # (the tool's argument names the field)
         if record is None:
             raise NotFoundError("entity", args.name)
         return graph, uid, record

@@ -199,9 +199,13 @@ class CortexMemory:
         Raises:
             ValidationError: ``max_items`` is not a positive integer (field ``max_items``); the
                 task description is not a string, or is longer than a search query (10,000
-                characters), holds NUL bytes or is not valid Unicode (field ``task_description``).
+                characters), holds NUL bytes or is not valid Unicode (field ``task_description``);
+                ``agent_role`` is not a string or None, holds NUL bytes or is not valid Unicode
+                (field ``agent_role``).
         """
         max_items = validation.limit(max_items, "max_items")
+        # (under the caller's name: it becomes the long-term search's filter)
+        agent_role = validation.short_text(agent_role, "agent_role")
         # checked as a search query (type, length, NUL bytes), under the caller's name; blank: none
         query = validation.query_or_blank(task_description, "task_description")
         parts: list[str] = []
