@@ -249,3 +249,23 @@ def test_sql_function_validates_too(store):
 
     with pytest.raises(ValidationError), store.engine.connect() as conn, translate_db_errors():
         conn.execute(text("SELECT * FROM cortex.search_notes('u', NULL, 'x', 0)"))
+
+
+@pytest.mark.parametrize("blank", ["", "   ", "\u200b", "\u200b \ufeff\u2060", "\t\u00a0\u3000"])
+def test_a_context_with_no_visible_character_is_no_context(store, blank):
+    for content, days in CORPUS:
+        store.add(content, user_id="u", time=NOW - timedelta(days=days), to_stm=False)
+    with pytest.raises(ValidationError) as err:  # the same text as a query is refused as blank
+        store.search(blank, user_id="u")
+    assert err.value.field == "query"
+
+    def ranked(**kwargs):
+        return [
+            (h.id, h.score, h.context_score)
+            for h in store.search("cabin password", user_id="u", now=NOW, touch=False, **kwargs)
+        ]
+
+    plain = ranked()
+    assert plain and all(s is None for _, _, s in plain)
+    assert ranked(context=blank) == plain  # not embedded, not re-ranking
+    assert all(s is not None for _, _, s in ranked(context="the cabin wifi"))  # (a real context does)

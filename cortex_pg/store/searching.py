@@ -142,7 +142,8 @@ class NoteSearch:
                 the same on both tiers.
             context: text describing the current situation; re-ranks the candidates with
                 ``score = 0.3 * score + 0.7 * cos(context, note)`` (``context_score``, the cosine
-                in [-1, 1], so the score is in [-0.7, 1]).
+                in [-1, 1], so the score is in [-0.7, 1]). A context with no visible character
+                (whitespace, zero-width spaces: what ``query`` refuses as blank) is no context.
             touch: count returned notes as accessed (access_count, last_accessed_at; drives STM LRU).
                 The search's transaction then commits without waiting for the disk
                 (``synchronous_commit`` off for it alone): a server crash may lose the last
@@ -217,9 +218,7 @@ class NoteSearch:
             ):
                 raise ValidationError("entity_weight", f"must be a number in [0, 10], got {entity_weight!r}")
             ent_weight = float(entity_weight)
-        ctx = validation.short_text(context, "context")
-        if ctx is not None and not ctx.strip():
-            ctx = None
+        ctx = validation.context_or_none(context)  # (a blank context, by the query's rule, is none)
         vectors = yield Blocking(self._query_vectors, ([query] if ctx is None else [query, ctx],))
         vector = vectors[:1]
         params = {

@@ -130,6 +130,18 @@ def query_or_blank(value: object, field: str = "query") -> str:
     return query(value, field)
 
 
+def context_or_none(value: object, field: str = "context") -> str | None:
+    """A search's situation text: None for None or a string with no visible character (``""``,
+    whitespace, zero-width or other format characters: blank by the rule of
+    :func:`query_or_blank`), else the text as :func:`short_text` checks it.
+
+    Raises:
+        ValidationError: not a string, NUL bytes, not valid Unicode.
+    """
+    text = short_text(value, field)
+    return None if text is None or _invisible(text) else text
+
+
 def string_list(value: object, field: str) -> list[str]:
     if value is None:
         return []
