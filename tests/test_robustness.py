@@ -212,3 +212,32 @@ def test_cli_input_errors_are_one_line(db_url, tmp_path):
     before_head = r.stdout
     r = runner.invoke(app, ["db", "upgrade"], env=env)
     assert r.exit_code == 0 and runner.invoke(app, ["db", "current"], env=env).stdout != before_head
+
+
+@pytest.mark.parametrize("command", [["stats"], ["ingest", __file__], ["db", "url"]])
+def test_cli_a_bad_home_names_the_home_flag(tmp_path, command):
+    afile = tmp_path / "notes.md"
+    afile.write_text("not a data directory")
+    env = {"DATABASE_URL": None, "CORTEX_PG_DATABASE_URL": None, "CORTEX_PG_HOME": None}
+    for home, reason in ((afile, "is a file"), (afile / "below", "cannot create the data directory")):
+        r = CliRunner().invoke(app, ["--home", str(home), "--embedder", "hashing", *command], env=env)
+        assert r.exit_code == 2, r.output
+        assert r.stderr.startswith("error: --home: ") and reason in r.stderr, r.stderr  # (not path:, PATH:)
+    r = CliRunner().invoke(
+        app, ["--embedder", "hashing", *command], env={**env, "CORTEX_PG_HOME": str(afile)}
+    )
+    assert r.exit_code == 2 and r.stderr.startswith("error: --home: "), r.output  # (its environment variable)
+
+
+def test_a_bad_data_directory_names_path_or_home(tmp_path, monkeypatch):
+    afile = tmp_path / "notes.md"
+    afile.write_text("not a data directory")
+    for name in ("DATABASE_URL", "CORTEX_PG_DATABASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(ValidationError) as err:
+        MemoryStore.open(path=afile, embedder="hashing")
+    assert err.value.field == "path"
+    monkeypatch.setenv("CORTEX_PG_HOME", str(afile))
+    with pytest.raises(ValidationError) as err:
+        MemoryStore.open(embedder="hashing")
+    assert err.value.field == "home" and "is a file" in err.value.reason

