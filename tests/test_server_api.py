@@ -226,6 +226,8 @@ def test_bad_bodies_and_patches_name_the_field(client, alice):  # noqa: F811
     conflict = client.patch(f"/notes/{other}", json={"content": "a note"}, headers=alice)
     assert conflict.status_code == 409 and conflict.json()["error"]["type"] == "conflict"
     assert conflict.json()["error"]["field"] == "content"  # the field the conflict is about
+    assert conflict.json()["error"]["message"].startswith("content: another note of this user")
+    assert not conflict.json()["error"]["reason"].startswith("content:")  # (the field is said once)
     assert client.get(f"/notes/{other}", headers=alice).json()["content"] == "another note"
     assert client.put("/notes", headers=alice).status_code == 405
 

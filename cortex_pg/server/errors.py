@@ -145,7 +145,11 @@ def _field_of_cortex(exc: CortexPGError) -> tuple[str | None, str]:
     if isinstance(exc, NotFoundError):
         return _NOT_FOUND_FIELDS.get(exc.kind), str(exc)
     if isinstance(exc, ConflictError):
-        return exc.field, str(exc)
+        # (the library's message may start with the field already: "content: another note ...")
+        reason = str(exc)
+        if exc.field and reason.startswith(f"{exc.field}: "):
+            reason = reason[len(exc.field) + 2 :]
+        return exc.field, reason
     return None, str(exc)
 
 
