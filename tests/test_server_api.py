@@ -317,3 +317,33 @@ def test_entities_are_read_under_the_tenant_setting(rls_store, client, alice):  
     with rls_store.engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM cortex.entities")).scalar_one() == 0  # no tenant
     assert client.get("/entities/Acme", headers=alice).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("url", "field"),
+    [
+        ("/notes?session_id=%FF", "session_id"),
+        ("/notes?session_id=%ED%A0%80", "session_id"),  # an encoded lone surrogate
+        ("/notes?limit=5&session_id=caf%E9", "session_id"),  # Latin-1, not UTF-8
+        ("/notes?%FF=1", "query string"),
+        ("/entities/%FF", "name"),
+        ("/entities/a%C3/related", "name"),
+    ],
+)
+def test_query_strings_and_paths_that_are_not_utf8_are_refused_naming_them(client, alice, url, field):  # noqa: F811
+    _post(
+        client, alice, "caf\u00e9 notes", session_id="caf\ufffd"
+    )  # a stored value a U+FFFD read would match
+    r = client.get(url, headers=alice)
+    assert r.status_code == 422, r.text
+    error = r.json()["error"]
+    assert error["field"] == field and "UTF-8" in error["reason"], error
+
+
+def test_utf8_query_strings_and_paths_are_read_as_text(client, alice):  # noqa: F811
+    _post(client, alice, "Alice and Zoë met in caf\u00e9 Br\u00fcck", session_id="caf\u00e9")
+    page = client.get("/notes?session_id=caf%C3%A9", headers=alice)
+    assert page.status_code == 200 and page.json()["total"] == 1
+    assert client.get("/notes?session_id=caf%EF%BF%BD", headers=alice).json()["total"] == 0  # a real U+FFFD
+    entity = client.get("/entities/Zo%C3%AB", headers=alice)
+    assert entity.status_code == 200 and entity.json()["name"] == "Zo\u00eb", entity.text

@@ -1,8 +1,12 @@
 """Query strings are strict too: a parameter the route does not declare is refused (422 naming
 it) rather than ignored, so ``?limt=5`` is an error, not a silent default; so is a parameter
-given twice (``?limit=1&limit=2``), which would otherwise be read as one of its values."""
+given twice (``?limit=1&limit=2``), which would otherwise be read as one of its values; and so
+is a parameter or a path whose percent-encoded bytes are not UTF-8 (``?session_id=%FF``,
+``/entities/%FF``), which would otherwise be read with U+FFFD in place of those bytes."""
 
 from __future__ import annotations
+
+from urllib.parse import unquote_to_bytes
 
 from fastapi import Request
 
@@ -14,8 +18,11 @@ def no_unknown_query(request: Request) -> None:
     or that is given more than once.
 
     Raises:
-        ValidationError: field = the unknown (or repeated) parameter's name.
+        ValidationError: field = the unknown (or repeated) parameter's name; or the parameter
+            (``query string`` when its name is the bad part), or the path parameter (else
+            ``path``), whose bytes are not UTF-8.
     """
+    _check_utf8(request)
     route = request.scope.get("route")
     dependant = getattr(route, "dependant", None)
     if dependant is None or not request.query_params:
@@ -37,3 +44,30 @@ def _query_names(dependant) -> list[str]:  # noqa: ANN001
     for sub in dependant.dependencies:
         names += _query_names(sub)
     return names
+
+
+_NOT_UTF8 = "is not valid UTF-8 once percent-decoded"
+
+
+def _decoded(raw: bytes | str) -> str | None:
+    """The text of percent-encoded ``raw``, or None when its bytes are not UTF-8."""
+    try:
+        return unquote_to_bytes(raw).decode("utf-8")
+    except UnicodeDecodeError:  # (a lone surrogate, %ED%A0%80, included)
+        return None
+
+
+def _check_utf8(request: Request) -> None:
+    """Refuse what Starlette would decode with replacement characters: query parameters and
+    path parameters are read from the raw bytes of the request line."""
+    for pair in request.scope.get("query_string", b"").split(b"&"):
+        name, _, value = pair.partition(b"=")
+        key = _decoded(name.replace(b"+", b" "))
+        if key is None:
+            raise ValidationError("query string", f"a parameter name {_NOT_UTF8}")
+        if _decoded(value.replace(b"+", b" ")) is None:
+            raise ValidationError(key, _NOT_UTF8)
+    raw_path = request.scope.get("raw_path")
+    if raw_path is not None and _decoded(raw_path) is None:
+        bad = (n for n, v in request.path_params.items() if isinstance(v, str) and "\ufffd" in v)
+        raise ValidationError(next(bad, "path"), _NOT_UTF8)
