@@ -84,6 +84,9 @@ BAD_URLS = [
     ("postgresql+psycopg2://u@127.0.0.1/x", "'postgresql+psycopg2' is not PostgreSQL"),
     ("postgresql://u:secret@127.0.0.1:notaport/x", "port is not a number"),
     ("postgresql://u@127.0.0.1:70000/x", "port 70000 is not from 1 to 65535"),
+    # not parsed as a URL: shown without what stands before its host
+    (" postgresql://u:secret@127.0.0.1:5999/x", "' postgresql://…@127.0.0.1:5999/x' is not a database URL"),
+    ("postgresql:/u:secret@127.0.0.1/x", "'…@127.0.0.1/x' is not a database URL"),
 ]
 
 

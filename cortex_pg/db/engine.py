@@ -38,7 +38,9 @@ def normalize_url(url: str) -> str:
     try:
         parsed = make_url(url)
     except ArgumentError:
-        raise ValidationError("url", f"{url!r} is not a database URL ({example})") from None
+        raise ValidationError(
+            "url", f"{_without_credentials(url)!r} is not a database URL ({example})"
+        ) from None
     except ValueError:  # the port is not a number (SQLAlchemy's int())
         raise ValidationError("url", "its port is not a number from 1 to 65535") from None
     # (the messages below do not repeat the URL: it may hold a password)
@@ -52,6 +54,16 @@ def normalize_url(url: str) -> str:
         raise ValidationError("url", f"its port {parsed.port} is not from 1 to 65535")
     parsed = parsed.set(drivername="postgresql+psycopg")
     return parsed.render_as_string(hide_password=False)
+
+
+def _without_credentials(url: str) -> str:
+    """``url`` for a message: what stands before its last ``@`` (a user and password) shown as
+    ``…`` (``" postgresql://u:pw@host/db"`` -> ``" postgresql://…@host/db"``)."""
+    if "@" not in url:
+        return url
+    scheme = url.find("//")
+    head = url[: scheme + 2] if 0 <= scheme < url.rfind("@") else ""
+    return f"{head}…@{url.rsplit('@', 1)[1]}"
 
 
 def resolve_url(url: str | None, *, path: str | Path | None = None, settings: Settings | None = None) -> str:
