@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -15,6 +16,24 @@ from cortex_pg.embeddings import HashingEmbedder
 from tests.helpers.openai_stub import OpenAIStub
 
 NOW = datetime(2024, 3, 20, 15, 0, tzinfo=UTC)
+
+
+@contextmanager
+def _llm_system(db_url, chat):  # noqa: ANN001, ANN202
+    """An AgenticMemorySystem whose LLM is an OpenAI-compatible stub answering ``chat(body)``:
+    (system, stub), the system shut down on exit."""
+    with OpenAIStub(chat=chat) as stub:
+        system = AgenticMemorySystem(
+            database_url=db_url,
+            embedder=HashingEmbedder(),
+            api_key="sk-test",
+            llm_base_url=stub.base_url,
+            enable_background_processing=False,
+        )
+        try:
+            yield system, stub
+        finally:
+            system.shutdown()
 
 
 @pytest.fixture
@@ -262,28 +281,18 @@ def test_llm_analysis_over_http_and_fallback(db_url):
             "never json",
         ]
     )
-    with OpenAIStub(chat=lambda body: next(answers)) as stub:
-        system = AgenticMemorySystem(
-            database_url=db_url,
-            embedder=HashingEmbedder(),
-            api_key="sk-test",
-            llm_base_url=stub.base_url,
-            enable_background_processing=False,
-        )
-        try:
-            a = system.add_note("Neural networks are inspired by the brain.", user_id="l", tags=["mine"])
-            note = system.read(a)
-            assert note.keywords == ["neural networks", "brain"]
-            assert note.context == "Intro to neural networks."
-            assert note.tags == ["mine"]  # user-supplied fields are kept
-            chat = [r for r in stub.requests if r["path"].endswith("/chat/completions")]
-            assert chat[0]["body"]["response_format"]["type"] == "json_schema"
-            # malformed answers (3 attempts) degrade to the offline path; the note is kept
-            b = system.add_note("Gradient descent minimises a loss function step by step.", user_id="l")
-            note = system.read(b)
-            assert note.content.startswith("Gradient descent") and note.keywords and note.context == "General"
-        finally:
-            system.shutdown()
+    with _llm_system(db_url, lambda body: next(answers)) as (system, stub):
+        a = system.add_note("Neural networks are inspired by the brain.", user_id="l", tags=["mine"])
+        note = system.read(a)
+        assert note.keywords == ["neural networks", "brain"]
+        assert note.context == "Intro to neural networks."
+        assert note.tags == ["mine"]  # user-supplied fields are kept
+        chat = [r for r in stub.requests if r["path"].endswith("/chat/completions")]
+        assert chat[0]["body"]["response_format"]["type"] == "json_schema"
+        # malformed answers (3 attempts) degrade to the offline path; the note is kept
+        b = system.add_note("Gradient descent minimises a loss function step by step.", user_id="l")
+        note = system.read(b)
+        assert note.content.startswith("Gradient descent") and note.keywords and note.context == "General"
 
 
 def _jobs(system, user_id):
@@ -310,27 +319,17 @@ def test_an_llm_analysis_the_store_cannot_hold_falls_back_to_the_offline_path(db
     """A schema-valid answer whose strings PostgreSQL text (or the store's rules for the field)
     cannot hold is a malformed answer: the offline analysis, a log line saying why, the job done
     (it went back to the queue with a ValidationError before, and the note stayed unprocessed)."""
-    with OpenAIStub(chat=lambda body: answer) as stub:
-        system = AgenticMemorySystem(
-            database_url=db_url,
-            embedder=HashingEmbedder(),
-            api_key="sk-test",
-            llm_base_url=stub.base_url,
-            enable_background_processing=False,
-        )
-        try:
-            content = "Maya adopted a grey cat called Pixel from the shelter."
-            with caplog.at_level("WARNING"):
-                nid = system.add_note(content, user_id="bad-llm")
-            offline = system.analyzer.offline(content)
-            note = system.read(nid, user_id="bad-llm")
-            assert note.keywords == offline["keywords"] and note.tags == offline["tags"] and note.tags
-            assert note.context == "General" and note.category is not None
-            assert _jobs(system, "bad-llm") == [("prem", "done", 1, None)]
-            logged = " ".join(r.getMessage() for r in caplog.records)
-            assert "content analysis falls back to the offline path" in logged and why in logged
-        finally:
-            system.shutdown()
+    with _llm_system(db_url, lambda body: answer) as (system, stub):
+        content = "Maya adopted a grey cat called Pixel from the shelter."
+        with caplog.at_level("WARNING"):
+            nid = system.add_note(content, user_id="bad-llm")
+        offline = system.analyzer.offline(content)
+        note = system.read(nid, user_id="bad-llm")
+        assert note.keywords == offline["keywords"] and note.tags == offline["tags"] and note.tags
+        assert note.context == "General" and note.category is not None
+        assert _jobs(system, "bad-llm") == [("prem", "done", 1, None)]
+        logged = " ".join(r.getMessage() for r in caplog.records)
+        assert "content analysis falls back to the offline path" in logged and why in logged
 
 
 EVOLUTION_ANSWER = {
@@ -373,39 +372,29 @@ def test_an_llm_evolution_decision_the_store_cannot_hold_falls_back_to_the_offli
             return {**EVOLUTION_ANSWER, **bad}
         return {"keywords": ["sales report"], "context": "Sales.", "tags": ["sales"]}
 
-    with OpenAIStub(chat=chat) as stub:
-        system = AgenticMemorySystem(
-            database_url=db_url,
-            embedder=HashingEmbedder(),
-            api_key="sk-test",
-            llm_base_url=stub.base_url,
-            enable_background_processing=False,
+    with _llm_system(db_url, chat) as (system, stub):
+        a = system.add_note(
+            "The quarterly sales report shows revenue growth in Europe", user_id="E", session_id="s"
         )
-        try:
-            a = system.add_note(
-                "The quarterly sales report shows revenue growth in Europe", user_id="E", session_id="s"
+        with caplog.at_level("WARNING"):
+            b = system.add_note(
+                "The quarterly sales report shows revenue growth in Europe and Asia",
+                user_id="E",
+                session_id="s",
             )
-            with caplog.at_level("WARNING"):
-                b = system.add_note(
-                    "The quarterly sales report shows revenue growth in Europe and Asia",
-                    user_id="E",
-                    session_id="s",
-                )
-            assert any(
-                r["body"]["response_format"]["json_schema"]["name"] == "evolution_decision"
-                for r in stub.requests
-                if r["path"].endswith("/chat/completions")
-            )
-            # the offline heuristic's link (cosine 0.928), not the LLM's "supports" 0.99
-            link = system.read(b, user_id="E").links[a]
-            assert link["type"] == "related" and link["strength"] == pytest.approx(0.9278, abs=1e-3)
-            assert system.read(a, user_id="E").context == "Sales."  # the neighbour is not rewritten
-            assert system.read(b, user_id="E").tags == ["sales"]
-            assert [j[:3] for j in _jobs(system, "E")] == [("prem", "done", 1), ("prem", "done", 1)]
-            logged = " ".join(r.getMessage() for r in caplog.records)
-            assert "evolution decision falls back to the offline heuristic" in logged and why in logged
-        finally:
-            system.shutdown()
+        assert any(
+            r["body"]["response_format"]["json_schema"]["name"] == "evolution_decision"
+            for r in stub.requests
+            if r["path"].endswith("/chat/completions")
+        )
+        # the offline heuristic's link (cosine 0.928), not the LLM's "supports" 0.99
+        link = system.read(b, user_id="E").links[a]
+        assert link["type"] == "related" and link["strength"] == pytest.approx(0.9278, abs=1e-3)
+        assert system.read(a, user_id="E").context == "Sales."  # the neighbour is not rewritten
+        assert system.read(b, user_id="E").tags == ["sales"]
+        assert [j[:3] for j in _jobs(system, "E")] == [("prem", "done", 1), ("prem", "done", 1)]
+        logged = " ".join(r.getMessage() for r in caplog.records)
+        assert "evolution decision falls back to the offline heuristic" in logged and why in logged
 
 
 def test_background_processing_fills_fields_later(db_url):
