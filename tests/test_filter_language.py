@@ -539,7 +539,16 @@ def test_filter_values_are_read_as_notes_store_them(store):
     assert (note.category, note.tags, note.keywords) == ("work.python", ["urgent"], ["kw"])
 
     def found(flt):
-        return {r.id for r in store.search("normalised", user_id="u", where_filter=flt, touch=False)}
+        got = {r.id for r in store.search("normalised", user_id="u", where_filter=flt, touch=False)}
+        # the short-term tier alone: its copy is read through the search's second alias (s)
+        stm = {
+            r.id
+            for r in store.search(
+                "normalised", user_id="u", where_filter=flt, touch=False, memory_source="stm"
+            )
+        }
+        assert stm == got, flt
+        return got
 
     for flt in (
         {"category": "work/python"},

@@ -115,7 +115,7 @@ class NoteSearch:
         Vector candidates (HNSW, cosine over text and context embeddings, weighed by a length
         prior) and BM25 full-text candidates (``cortex.bm25_postings``) are fused by normalised
         scores, widened to the best notes' session neighbours and smoothed with them (see
-        ``sql/functions/search_notes/v16.sql`` and README "How search scores"), then blended
+        ``sql/functions/search_notes/v17.sql`` and README "How search scores"), then blended
         with recency:
         ``score = (1 - temporal_weight) * relevance + temporal_weight * exp(-age_days / 7)``.
         Temporal keywords (yesterday, last, recent, ...) are left out of the full-text query:
