@@ -16,12 +16,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
 import statistics
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
+
+from _database import database_url
 
 from cortex_pg.store import MemoryStore
 from cortex_pg.store.async_store import AsyncMemoryStore
@@ -84,14 +83,7 @@ def main() -> None:
     parser.add_argument("--embedder", default="hashing")
     parser.add_argument("--pool", type=int, default=10, help="async connections (and as many overflow)")
     args = parser.parse_args()
-    tmp = None
-    url = args.url
-    if not url:
-        from cortex_pg.db import embedded
-
-        tmp = Path(tempfile.mkdtemp(prefix="cortex-pg-bench-"))
-        url = embedded.start(tmp)
-    try:
+    with database_url(args.url, prefix="cortex-pg-bench-") as url:
         store = MemoryStore.open(url, embedder=args.embedder, auto_migrate=True, query_cache_size=0)
         store.add_many(
             [{"content": f"note {i} about topic {i % 37}: detail {i * 13}"} for i in range(args.notes)],
@@ -121,12 +113,6 @@ def main() -> None:
             f"{tasks['p95_ms'] / threads['p95_ms']:.2f}x"
         )
         store.close()
-    finally:
-        if tmp is not None:
-            from cortex_pg.db import embedded
-
-            embedded.stop(tmp)
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import argparse
 import random
-import shutil
 import statistics
 import sys
-import tempfile
 import time
-from pathlib import Path
 
-from cortex_pg.db import embedded
+from _database import database_url
+
 from cortex_pg.evolution.worker import Worker
 from cortex_pg.store import MemoryStore
 
@@ -52,12 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--database-url", default=None)
     args = ap.parse_args(argv)
     rng = random.Random(7)
-    tmp = None
-    url = args.database_url
-    if url is None:
-        tmp = Path(tempfile.mkdtemp(prefix="cortex-pg-collections-"))
-        url = embedded.start(tmp)
-    try:
+    with database_url(args.database_url, prefix="cortex-pg-collections-") as url:
         store = MemoryStore.open(url, embedder=args.embedder, auto_migrate=True)
         cats = list(VOCABULARY)
         items = []
@@ -91,10 +84,6 @@ def main(argv: list[str] | None = None) -> int:
             )
         store.close()
         return 0
-    finally:
-        if tmp is not None:
-            embedded.stop(tmp)
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

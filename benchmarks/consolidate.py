@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import argparse
 import random
-import tempfile
 import time
-from pathlib import Path
 
+from _database import database_url
 from sqlalchemy import text
 
 from cortex_pg.compat.calute import LongTermMemory
 from cortex_pg.compat.calute import sql as calute_sql
-from cortex_pg.db import embedded
 from cortex_pg.embeddings import HashingEmbedder
 from cortex_pg.store import MemoryStore
 
@@ -59,26 +57,24 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[2000, 10000])
     ap.add_argument("--pairwise-up-to", type=int, default=2000)
     args = ap.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="cortex-pg-consolidate-"))
-    url = embedded.start(tmp)
-    try:
-        with MemoryStore.open(url, embedder=HashingEmbedder(), auto_migrate=True) as store:
-            for n in args.sizes:
-                ltm = LongTermMemory(store=store, user_id="bench", session_id=f"s{n}", max_items=n)
-                for t in corpus(n):
-                    ltm.save(t)
-                params = {**ltm.shelf.params, "threshold": 0.8}
-                for name, stmt in (("prefix filtering", calute_sql.SIMILAR_PAIRS), ("pairwise", PAIRWISE)):
-                    if name == "pairwise" and n > args.pairwise_up_to:
-                        print(f"{n:>7} items  {name:17s}  skipped (above --pairwise-up-to)")
-                        continue
-                    with store.engine.connect() as conn:
-                        t0 = time.perf_counter()
-                        pairs = conn.execute(text(stmt.format(scope=calute_sql.SCOPE)), params).all()
-                        secs = time.perf_counter() - t0
-                    print(f"{n:>7} items  {name:17s}  {secs:8.2f} s  {len(pairs)} pairs")
-    finally:
-        embedded.stop(tmp)
+    with (
+        database_url(prefix="cortex-pg-consolidate-") as url,
+        MemoryStore.open(url, embedder=HashingEmbedder(), auto_migrate=True) as store,
+    ):
+        for n in args.sizes:
+            ltm = LongTermMemory(store=store, user_id="bench", session_id=f"s{n}", max_items=n)
+            for t in corpus(n):
+                ltm.save(t)
+            params = {**ltm.shelf.params, "threshold": 0.8}
+            for name, stmt in (("prefix filtering", calute_sql.SIMILAR_PAIRS), ("pairwise", PAIRWISE)):
+                if name == "pairwise" and n > args.pairwise_up_to:
+                    print(f"{n:>7} items  {name:17s}  skipped (above --pairwise-up-to)")
+                    continue
+                with store.engine.connect() as conn:
+                    t0 = time.perf_counter()
+                    pairs = conn.execute(text(stmt.format(scope=calute_sql.SCOPE)), params).all()
+                    secs = time.perf_counter() - t0
+                print(f"{n:>7} items  {name:17s}  {secs:8.2f} s  {len(pairs)} pairs")
 
 
 if __name__ == "__main__":

@@ -26,13 +26,12 @@ characters. Questions whose answer is not in this machine's copy of a document a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import re
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -152,32 +151,26 @@ def open_store(args: argparse.Namespace) -> tuple[Any, Callable[[], None]]:
     """A store on ``--database-url`` / ``DATABASE_URL`` or a temporary embedded server, and its closer."""
     import os
 
-    from cortex_pg.db import embedded
     from cortex_pg.embeddings.base import embedder_from_name
     from cortex_pg.store import MemoryStore
 
     sys.path.insert(0, str(HERE))
+    from _database import database_url
     from locomo_recall import DiskCachedEmbedder
 
-    url = args.database_url or os.environ.get("DATABASE_URL")
-    tmp = None
-    if url is None:
-        tmp = Path(tempfile.mkdtemp(prefix="cortex-pg-docs-"))
-        url = embedded.start(tmp)
-    embedder: Any = embedder_from_name(args.embedder)
-    if args.embedding_cache is not None:
-        embedder = DiskCachedEmbedder(embedder, args.embedding_cache)
-    store = MemoryStore.open(
-        url, embedder=embedder, auto_migrate=True, extract_entities=False, enqueue_evolution=False
-    )
-
-    def close() -> None:
-        store.close()
-        if tmp is not None:
-            embedded.stop(tmp)
-            shutil.rmtree(tmp, ignore_errors=True)
-
-    return store, close
+    with contextlib.ExitStack() as opened:
+        url = opened.enter_context(
+            database_url(args.database_url or os.environ.get("DATABASE_URL"), prefix="cortex-pg-docs-")
+        )
+        embedder: Any = embedder_from_name(args.embedder)
+        if args.embedding_cache is not None:
+            embedder = DiskCachedEmbedder(embedder, args.embedding_cache)
+        store = opened.enter_context(
+            MemoryStore.open(
+                url, embedder=embedder, auto_migrate=True, extract_entities=False, enqueue_evolution=False
+            )
+        )
+        return store, opened.pop_all().close  # the store closes, then the server (if one was started)
 
 
 def arguments(argv: list[str] | None = None, doc: str = __doc__) -> argparse.Namespace:

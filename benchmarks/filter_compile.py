@@ -18,14 +18,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import tempfile
 import time
-from pathlib import Path
 
+from _database import database_url
 from sqlalchemy import text
 
-from cortex_pg.db import embedded
 from cortex_pg.db.engine import create_engine_for
 from cortex_pg.db.migrate import upgrade
 
@@ -62,12 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", type=int, default=500)
     ap.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
     args = ap.parse_args(argv)
-    tmp = None
-    url = args.database_url
-    if url is None:
-        tmp = Path(tempfile.mkdtemp(prefix="cortex-pg-filters-"))
-        url = embedded.start(tmp)
-    try:
+    with database_url(args.database_url, prefix="cortex-pg-filters-") as url:
         engine = create_engine_for(url)
         upgrade(engine, "head")
         print(
@@ -84,10 +76,6 @@ def main(argv: list[str] | None = None) -> int:
             same = "" if new_sql == old_sql else "   (compiled text differs!)"
             print(f"{name:40s} {new_ms:10.1f} {old_ms:10.1f} {old_ms / new_ms:9.0f}x{same}", flush=True)
         engine.dispose()
-    finally:
-        if tmp is not None:
-            embedded.stop(tmp)
-            shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 

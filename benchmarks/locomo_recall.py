@@ -35,15 +35,14 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
 
-from cortex_pg.db import embedded
+from _database import database_url
+
 from cortex_pg.ingest import read_locomo
 from cortex_pg.store import MemoryStore
 
@@ -161,16 +160,12 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--ranking: {exc}")
 
     conversations = list(read_locomo(args.path))[: args.limit_conversations]
-    tmp = None
     url = args.database_url
     if url is None:
         import os
 
         url = os.environ.get("DATABASE_URL")
-    if url is None:
-        tmp = Path(tempfile.mkdtemp(prefix="cortex-pg-locomo-"))
-        url = embedded.start(tmp)
-    try:
+    with database_url(url, prefix="cortex-pg-locomo-") as url:
         needs_entities = bool({"entities", "expand"} & set(args.variants))
         embedder = args.embedder
         if args.embedding_cache is not None:
@@ -185,10 +180,6 @@ def main(argv: list[str] | None = None) -> int:
             enqueue_evolution=args.evolve,
         )
         return run(store, conversations, args)
-    finally:
-        if tmp is not None:
-            embedded.stop(tmp)
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def run(store: MemoryStore, conversations, args) -> int:  # noqa: ANN001

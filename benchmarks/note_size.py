@@ -25,18 +25,17 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import shutil
-import tempfile
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import psycopg
+from _database import database_url
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from cortex_pg.db import embedded, migrate
+from cortex_pg.db import migrate
 from cortex_pg.db.engine import create_engine_for, normalize_url
 from cortex_pg.embeddings import HashingEmbedder
 from cortex_pg.store import MemoryStore
@@ -132,18 +131,8 @@ def main() -> None:
     import os
 
     dsn = os.environ.get("DATABASE_URL")
-    tmp = None
-    if dsn:
-        server = normalize_url(dsn)
-    else:
-        tmp = Path(tempfile.mkdtemp(prefix="cortex-size-"))
-        server = embedded.start(tmp)
-    try:
+    with database_url(normalize_url(dsn) if dsn else None, prefix="cortex-size-") as server:
         results = [measure(server, dim, args.notes) for dim in args.dims]
-    finally:
-        if tmp is not None:
-            embedded.stop(tmp)
-            shutil.rmtree(tmp, ignore_errors=True)
     parts = [
         ("notes row (heap+TOAST, without tsvector)", "notes_row"),
         ("tsvector (in the row)", "tsv_bytes"),

@@ -56,6 +56,7 @@ from typing import Any
 
 import numpy as np
 import perf_corpus
+from _database import database_url
 from perf_exact import (
     exact_hybrid,
     exact_vector_rows,
@@ -67,7 +68,6 @@ from perf_exact import (
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from cortex_pg.db import embedded
 from cortex_pg.embeddings import MiniLMEmbedder
 from cortex_pg.store import MemoryStore
 from cortex_pg.store.rows import vector_literal as store_vector_literal
@@ -1077,13 +1077,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown part(s) in --skip: {', '.join(sorted(unknown))}; known: {', '.join(PARTS)}")
     out_path = args.out or Path("results") / f"perf-{args.size}.json"
 
-    tmp = None
-    url = args.database_url
-    if url is None:
-        tmp = Path(tempfile.mkdtemp(prefix="cortex-pg-perf-"))
-        url = embedded.start(tmp)
-    started = time.perf_counter()
-    try:
+    with database_url(args.database_url, prefix="cortex-pg-perf-") as url:
+        started = time.perf_counter()
         bench = Bench(args, url)
         bench.ingest()
         for part in PARTS:
@@ -1093,10 +1088,6 @@ def main(argv: list[str] | None = None) -> int:
                 bench.res.setdefault("seconds", {})[part] = time.perf_counter() - t0
         bench.store.close()
         res = bench.res
-    finally:
-        if tmp is not None:
-            embedded.stop(tmp)
-            shutil.rmtree(tmp, ignore_errors=True)
     res["targets"] = targets(res)
     res["run"] = {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),

@@ -17,9 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -36,16 +34,13 @@ def main() -> int:
     ap.add_argument("--json", type=Path, help="also write the figures to this file")
     args = ap.parse_args()
 
-    from cortex_pg.db import embedded, migrate
+    from _database import database_url
+
+    from cortex_pg.db import migrate
     from cortex_pg.db.engine import create_engine_for
     from tests.helpers import program
 
-    tmp = None
-    url = args.url
-    if not url:
-        tmp = Path(tempfile.mkdtemp(prefix="cortex-program-"))
-        url = embedded.start(tmp)
-    try:
+    with database_url(args.url, prefix="cortex-program-") as url:
         engine = create_engine_for(url)
         migrate.upgrade(engine)
         engine.dispose()
@@ -53,10 +48,6 @@ def main() -> int:
         results = program.run(url, args.processes, args.ops, args.seed)
         wall = time.perf_counter() - t0
         figures, problems = program.check(url, results)
-    finally:
-        if tmp is not None:
-            embedded.stop(tmp)
-            shutil.rmtree(tmp, ignore_errors=True)
     figures = {"processes": args.processes, "ops_per_process": args.ops, **figures}
     figures["wall_s"] = round(wall, 1)
     figures["ops_per_s"] = round(figures["operations"] / wall, 1)

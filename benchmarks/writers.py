@@ -14,11 +14,10 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
-import shutil
-import tempfile
 import threading
 import time
-from pathlib import Path
+
+from _database import database_url
 
 from cortex_pg.store import MemoryStore
 
@@ -90,21 +89,8 @@ def main() -> None:
     ap.add_argument("--adds", type=int, default=200)
     ap.add_argument("--same-scope", action="store_true", help="every writer adds to one user and session")
     args = ap.parse_args()
-    tmp = None
-    url = args.url
-    if not url:
-        from cortex_pg.db import embedded
-
-        tmp = Path(tempfile.mkdtemp(prefix="cortex-bench-"))
-        url = embedded.start(tmp)
-    try:
+    with database_url(args.url, prefix="cortex-bench-") as url:
         run(url, args.embedder, args.processes, args.threads, args.adds, args.same_scope)
-    finally:
-        if tmp is not None:
-            from cortex_pg.db import embedded
-
-            embedded.stop(tmp)
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
