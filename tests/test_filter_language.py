@@ -1,4 +1,4 @@
-"""One filter language (cortex.compile_filter v2, v4, v5, v7, v9) for where_filter and every calute-style store."""
+"""One filter language (cortex.compile_filter v2, v4, v5, v7, v9, v10) for where_filter and every calute-style store."""
 
 from __future__ import annotations
 
@@ -656,3 +656,71 @@ def test_importance_within_its_range_and_access_count_compile_as_before(store):
     assert compile_filter(store, {"importance": {"$ne": 2}}) == "((n.importance IS DISTINCT FROM '2'::real))"
     # access_count has no CHECK: a note may be written with any integer
     assert compile_filter(store, {"access_count": {"$lt": 0}}) == "((n.access_count < '0'::integer))"
+
+
+# a number too small for a real (v10)
+@pytest.mark.parametrize(
+    ("flt", "path"),
+    [
+        ({"importance": {"$gt": 1e-50}}, "where_filter.importance.$gt"),
+        ({"importance": {"$nin": [0.5, -1e-50]}}, "where_filter.importance.$nin"),
+        ({"$and": [{"importance": 1e-46}]}, "where_filter.$and[0].importance"),
+    ],
+)
+def test_a_number_too_small_for_a_real_is_an_error_naming_its_path(store, flt, path):
+    with pytest.raises(ValidationError) as err:
+        store.search("x", user_id="u", where_filter=flt)
+    assert err.value.field == "where_filter"
+    assert err.value.reason.startswith(f"{path}: ")
+    assert "too small for a real" in err.value.reason
+
+
+def test_a_small_real_and_zero_still_filter(store):
+    # a subnormal real (1e-40) and 0 are values a real holds
+    nid = store.add("an unimportant note", user_id="u", importance=0.0)
+    found = store.search("unimportant", user_id="u", where_filter={"importance": {"$gt": 1e-40}}, touch=False)
+    assert nid not in {r.id for r in found}
+    found = store.search("unimportant", user_id="u", where_filter={"importance": {"$lt": 1e-40}}, touch=False)
+    assert nid in {r.id for r in found}
+    assert compile_filter(store, {"importance": {"$gte": 0}}) == "((n.importance >= '0'::real))"
+
+
+# one importance or access_count clause: answered at once when it plainly fits (v10), else
+# checked in full, with version 9's errors
+@pytest.mark.parametrize(
+    "flt",
+    [
+        {"importance": {"$gte": 0.5}},
+        {"importance": {"$gt": 0.2, "$lte": 0.8, "$ne": 0.5}},
+        {"importance": {"$in": [0.25, 0.75], "$nin": [0.75]}},
+        {"importance": {"$gte": 0.9999999}},  # near 1: not plainly, checked in full, fits
+        {"importance": 1},
+        {"access_count": {"$gte": 1}},
+        {"access_count": {"$gt": 1, "$lt": 10}},
+        {"access_count": {"$gt": 1, "$lt": 3}},  # only 2 fits: checked in full
+    ],
+)
+def test_one_clause_that_fits_compiles(store, flt):
+    with store.engine.connect() as conn:  # the text of the compiler before version 9's checks
+        before = conn.execute(
+            text("SELECT cortex.compile_filter_v8(CAST(:f AS jsonb), 'n', 'where_filter')"), {"f": json.dumps(flt)}
+        ).scalar_one()
+    assert compile_filter(store, flt) == before != "true"
+
+
+@pytest.mark.parametrize(
+    ("flt", "fragment"),
+    [
+        ({"importance": {"$gt": 1}}, "importance holds values from 0 to 1"),
+        ({"importance": {"$gt": 0.99999999999}}, "importance holds values from 0 to 1"),  # 1 as a real
+        ({"importance": {"$lt": 0}}, "importance holds values from 0 to 1"),
+        ({"importance": {"$in": [2, 3]}}, "importance holds values from 0 to 1"),
+        ({"importance": {"$gt": 0.5, "$gte": 0.9, "$lt": 0.8}}, "is empty"),
+        ({"access_count": {"$gt": 1, "$lt": 2}}, "access_count holds whole numbers"),
+        ({"access_count": {"$gt": 2147483647}}, "access_count holds whole numbers"),
+    ],
+)
+def test_one_clause_that_cannot_match_is_still_refused(store, flt, fragment):
+    with pytest.raises(ValidationError) as err:
+        compile_filter(store, flt)
+    assert fragment in err.value.reason

@@ -24,7 +24,8 @@ everywhere (the grammar is in ``sql/functions/compile_filter/v2.sql``):
   ``compile_filter`` v5 and v7; v8 matches value lists by hashing, in time linear in their size),
   ``$under`` included (``{"category": {"$eq": "work", "$under": "home"}}``, two ``$under`` paths
   neither of which lies under the other; v9), a value outside the column's domain
-  (``{"importance": {"$gt": 1}}``: importance is kept in 0..1; v9), and a value no note can
+  (``{"importance": {"$gt": 1}}``: importance is kept in 0..1; v9) or beyond a real's range
+  (``{"importance": {"$gt": 1e-50}}``; v10), and a value no note can
   hold where one must be (``{"category": "..a"}``, ``{"tags": " "}``; v9).
 * Values are read in the form notes store them (v9, the rules of
   :func:`~cortex_pg.store.validation.category` and
