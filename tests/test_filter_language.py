@@ -393,6 +393,35 @@ def test_item_fields_select_by_the_items_user_time_and_id(store):
     assert stm.retrieve(filters={"user_id": "nobody"}) == []  # well written, no match: []
 
 
+def test_an_item_field_compared_with_a_value_that_is_not_a_string_is_refused(store):
+    """agent_id, task_id and conversation_id hold strings (an item with another is refused), so
+    a filter comparing them with a number could only match nothing; the item's user_id already
+    raised the compiler's own error."""
+    from cortex_pg.compat.calute import LongTermMemory, ShortTermMemory
+
+    stm = ShortTermMemory(store=store, user_id="u")
+    ltm = LongTermMemory(store=store, user_id="u")
+    said = stm.save("said by agent 5", agent_id="5")
+    assert [i.memory_id for i in stm.retrieve(filters={"agent_id": "5"})] == [said.memory_id]
+    for memory, flt, path in (
+        (stm, {"agent_id": 5}, "filters.agent_id"),
+        (stm, {"task_id": {"$in": ["t", 7]}}, "filters.task_id.$in"),
+        (
+            ltm,
+            {"$or": [{"conversation_id": "c"}, {"conversation_id": {"$eq": True}}]},
+            "filters.$or[1].conversation_id.$eq",
+        ),
+        (ltm, {"$not": {"agent_id": {"$ne": 1.5}}}, "filters.$not.agent_id.$ne"),
+        (stm, {"user_id": 5}, "filters.user_id"),
+    ):
+        with pytest.raises(ValidationError) as err:
+            memory.retrieve(filters=flt)
+        assert err.value.field == "filters", flt
+        assert err.value.reason.startswith(f"{path}: expected a string, got "), err.value.reason
+    assert [i.memory_id for i in stm.retrieve(filters={"agent_id": None})] == [said.memory_id]  # unset
+    assert stm.retrieve(filters={"agent_id": {"$in": ["6", None]}}) == []  # well written, no match
+
+
 # one value written two ways: equal as the compiled filter compares them (v8 matches by key)
 SAME_VALUE = [  # (field, the value, written otherwise, another value)
     ("importance", 0.7, 0.7000000001, 0.1),  # one real
@@ -703,7 +732,8 @@ def test_a_small_real_and_zero_still_filter(store):
 def test_one_clause_that_fits_compiles(store, flt):
     with store.engine.connect() as conn:  # the text of the compiler before version 9's checks
         before = conn.execute(
-            text("SELECT cortex.compile_filter_v8(CAST(:f AS jsonb), 'n', 'where_filter')"), {"f": json.dumps(flt)}
+            text("SELECT cortex.compile_filter_v8(CAST(:f AS jsonb), 'n', 'where_filter')"),
+            {"f": json.dumps(flt)},
         ).scalar_one()
     assert compile_filter(store, flt) == before != "true"
 

@@ -15,9 +15,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cortex_pg.errors import ValidationError
+from cortex_pg.store.filters import ITEM_TEXT_KEYS
 from cortex_pg.store.records import Note
 
-ITEM_FIELDS = ("agent_id", "task_id", "conversation_id")
+ITEM_FIELDS = ITEM_TEXT_KEYS  # an item's own fields kept in its metadata, as strings
 
 
 def check_item_fields(meta: Mapping[str, Any], prefix: str = "") -> None:

@@ -36,7 +36,9 @@ everywhere (the grammar is in ``sql/functions/compile_filter/v2.sql``):
 The calute stores use calute's item field names (:func:`item_filter`): ``memory_type``,
 ``agent_id``, ``task_id``, ``conversation_id``, ``user_id`` (the item's user: metadata
 ``user_id`` when set, else the tenant), ``memory_id``, ``timestamp``, ``last_accessed``,
-``content``, ``access_count`` and any metadata key.
+``content``, ``access_count`` and any metadata key. ``agent_id``, ``task_id`` and
+``conversation_id`` hold strings, so comparing them with another value is an error, as for
+``user_id`` (``{"agent_id": 5}``: ``filters.agent_id: expected a string, got 5``).
 """
 
 from __future__ import annotations
@@ -53,6 +55,11 @@ from cortex_pg.store import validation
 COMPILE = "SELECT cortex.compile_filter(CAST(:filter AS jsonb), :alias, :path)"
 
 ITEM_FIELDS = {"$fields": "item"}
+#: calute item fields kept as metadata strings (``cortex_pg.compat.memory_item.check_item_fields``
+#: refuses any other value), so a filter value of another type never matches one
+ITEM_TEXT_KEYS = ("agent_id", "task_id", "conversation_id")
+#: the operators whose values a field's value is compared with
+_COMPARISONS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin")
 
 
 def clean_filters(filters: object, field: str = "filters") -> dict[str, Any] | None:
@@ -94,6 +101,7 @@ def item_filter(
     extra = clean_filters(filters, field)
     if extra is not None:
         extra = validation.where_filter(extra, field)
+        _check_item_text_values(extra, field)
     if memory_type is None:
         return None if extra is None else {**ITEM_FIELDS, **extra}
     mine = {"memory_type": memory_type}
@@ -107,6 +115,37 @@ def item_filter(
     if "$fields" in extra:
         return {**ITEM_FIELDS, "$and": [mine, extra]}
     return {**ITEM_FIELDS, **extra, **mine}  # the caller's keys keep their paths in errors
+
+
+def _check_item_text_values(flt: Mapping[str, Any], path: str) -> None:
+    """Refuse a value of ``agent_id``, ``task_id`` or ``conversation_id`` that is not a string
+    (or null), at any level of ``flt`` (``$and``, ``$or``, ``$not``): those fields hold strings,
+    so ``{"agent_id": 5}`` could only match nothing (the SQL compiler reads them as metadata
+    keys, which may hold any JSON value, and cannot tell).
+
+    Raises:
+        ValidationError: ``field`` naming the path, as the compiler's errors do
+            (``filters.agent_id.$in: expected a string, got 5``).
+    """
+    for key, value in flt.items():
+        if key in ("$and", "$or") and isinstance(value, list):
+            for i, sub in enumerate(value):
+                if isinstance(sub, Mapping):
+                    _check_item_text_values(sub, f"{path}.{key}[{i}]")
+        elif key == "$not" and isinstance(value, Mapping):
+            _check_item_text_values(value, f"{path}.$not")
+        elif key in ITEM_TEXT_KEYS:
+            ops = value if isinstance(value, Mapping) else {None: value}
+            for op, operand in ops.items():
+                if op is not None and op not in _COMPARISONS:
+                    continue
+                at = f"{path}.{key}" if op is None else f"{path}.{key}.{op}"
+                for v in operand if op in ("$in", "$nin") and isinstance(operand, list) else [operand]:
+                    if v is not None and not isinstance(v, str):
+                        raise ValidationError(
+                            path.split(".", 1)[0],
+                            f"{at}: expected a string, got {json.dumps(v)} ({key} holds strings)",
+                        )
 
 
 def _names_key(value: object, key: str) -> bool:
