@@ -150,3 +150,45 @@ def test_server_errors_name_the_callers_field(store):
             )
         )  # 23502 on created_at
     assert info.value.field == "time"  # the API's name, not the column's
+
+
+def test_a_notes_short_fields_have_limits_that_name_the_field(store):
+    """memory_type 255 characters, context 10,000, keywords and tags 1,000 of 255 characters
+    each, a link's reason 10,000: at the limit stored, past it refused naming the field."""
+    assert "10,000" in validation.__doc__ and "1,000" in validation.__doc__
+    tags = [f"t{i}" for i in range(validation.MAX_LIST_ITEMS)]
+    nid = store.add(
+        "a note at every limit",
+        user_id="lim",
+        memory_type="m" * 255,
+        context="c" * 10_000,
+        tags=[*tags, *tags, " "],  # repeats and blanks are dropped, not counted
+        keywords=["k" * 255],
+    )
+    note = store.get(nid, user_id="lim")
+    assert (note.memory_type, note.context) == ("m" * 255, "c" * 10_000)
+    assert note.tags == tags and note.keywords == ["k" * 255]
+    too_much = [
+        ({"memory_type": "m" * 256}, "memory_type"),
+        ({"context": "c" * 10_001}, "context"),
+        ({"tags": [*tags, "one more"]}, "tags"),
+        ({"keywords": [f"k{i}" for i in range(1_001)]}, "keywords"),
+        ({"keywords": ["ok", "k" * 256]}, "keywords[1]"),
+        ({"tags": ["  " + "t" * 256 + "  "]}, "tags[0]"),
+    ]
+    for fields, field in too_much:
+        with pytest.raises(ValidationError) as info:
+            store.add("a note past a limit", user_id="lim", **fields)
+        assert info.value.field == field, fields
+        with pytest.raises(ValidationError) as info:
+            store.update(nid, user_id="lim", **fields)
+        assert info.value.field == field, fields
+    with pytest.raises(ValidationError) as info:
+        store.add_many([{"content": "ok"}, {"content": "ok too", "context": "c" * 10_001}], user_id="lim")
+    assert info.value.field == "items[1].context"
+    other = store.add("another note", user_id="lim")
+    store.update(nid, user_id="lim", links={other: {"reason": "r" * 10_000}})
+    with pytest.raises(ValidationError) as info:
+        store.update(nid, user_id="lim", links={other: {"reason": "r" * 10_001}})
+    assert info.value.field == f"links[{other!r}].reason"
+    assert store.count(user_id="lim") == 2 and store.get(nid, user_id="lim").memory_type == "m" * 255

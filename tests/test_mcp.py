@@ -124,6 +124,12 @@ async def _session(client: Client) -> None:
         await client.call_tool("search", {"query": "x", "where_filter": {"tags": {"$regex": "a"}}})
     )
     assert "ValidationError: content" in _error(await client.call_tool("add_note", {"content": "   "}))
+    assert "ValidationError: context: longer than 10,000" in _error(
+        await client.call_tool("add_note", {"content": "x", "context": "c" * 10_001})
+    )
+    assert "ValidationError: tags: more than 1,000" in _error(
+        await client.call_tool("add_note", {"content": "x", "tags": [f"t{i}" for i in range(1_001)]})
+    )
     assert "NotFoundError" in _error(
         await client.call_tool("read", {"memory_id": other["id"], "user_id": "u2"})
     )

@@ -40,6 +40,27 @@ def test_a_repeated_query_parameter_is_refused(client, alice):  # noqa: F811
     assert client.get("/notes?limit=1", headers=alice).status_code == 200
 
 
+def test_a_notes_short_fields_past_their_limits_are_422_naming_them(client, alice):  # noqa: F811
+    ok = client.post("/notes", json={"content": "Alice at the limits", "memory_type": "m" * 255,
+                                     "context": "c" * 10_000, "tags": [f"t{i}" for i in range(1_000)]},
+                     headers=alice)  # fmt: skip
+    assert ok.status_code == 201, ok.text
+    nid = ok.json()["id"]
+    other = client.post("/notes", json={"content": "Bob"}, headers=alice).json()["id"]
+    for body, field in [
+        ({"memory_type": "m" * 256}, "memory_type"),
+        ({"context": "c" * 10_001}, "context"),
+        ({"tags": [f"t{i}" for i in range(1_001)]}, "tags"),
+        ({"keywords": ["k" * 256]}, "keywords[0]"),
+    ]:
+        r = client.post("/notes", json={"content": "Alice past a limit", **body}, headers=alice)
+        assert r.status_code == 422 and r.json()["error"]["field"] == field, r.text
+        r = client.patch(f"/notes/{nid}", json=body, headers=alice)
+        assert r.status_code == 422 and r.json()["error"]["field"] == field, r.text
+    r = client.patch(f"/notes/{nid}", json={"links": {other: {"reason": "r" * 10_001}}}, headers=alice)
+    assert r.status_code == 422 and r.json()["error"]["field"] == f"links[{other!r}].reason", r.text
+
+
 def test_a_bad_link_is_named_by_its_target_id(client, alice):  # noqa: F811
     a = client.post("/notes", json={"content": "Alice likes tea"}, headers=alice).json()["id"]
     b = client.post("/notes", json={"content": "Alice brews oolong"}, headers=alice).json()["id"]

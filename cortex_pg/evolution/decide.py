@@ -105,8 +105,9 @@ def _strings(value: Any, name: str) -> list[str]:
     """A list of tags (or actions) as the store keeps tags: stripped, blanks and repeats dropped.
 
     Raises:
-        ValidationError: not a list of strings, or a string with a NUL or other control
-            character or a lone surrogate (``name[i]``).
+        ValidationError: not a list of strings or more than the store's 1,000 (``name``), or
+            a string with a NUL or other control character or a lone surrogate, or longer than
+            255 characters (``name[i]``).
     """
     if value is None:
         return []
@@ -116,8 +117,8 @@ def _strings(value: Any, name: str) -> list[str]:
 
 
 def _text(value: str, name: str) -> str:
-    """A text of the decision (a link type or reason, a context) as given, when PostgreSQL
-    text holds it.
+    """A text of the decision (a link type, a merge's reasoning) as given, when PostgreSQL
+    text holds it (a link's reason and a context are checked as the store checks them).
 
     Raises:
         ValidationError: a NUL character or a lone surrogate (``name``).
@@ -140,7 +141,8 @@ def parse_decision(raw: Mapping[str, Any] | str) -> Decision:
     Lenient where the original is: unknown actions are dropped, strengths are clamped to
     [0, 1], a missing link type is ``related``, an unknown merge strategy is ``combine``.
     Strict where the store is: every string it would write must be one PostgreSQL text holds
-    (no NUL, no lone surrogate), and tags have no control characters, as a note's tags.
+    (no NUL, no lone surrogate), tags have no control characters and the store's limits, as a
+    note's tags, and a link's reason and a context are no longer than the store takes them.
 
     Raises:
         ValidationError: not JSON / not an object, ``should_evolve`` not a boolean, a field
@@ -169,7 +171,9 @@ def parse_decision(raw: Mapping[str, Any] | str) -> Decision:
                 str(c.get("id", "")).strip(),
                 _text(link_type.strip()[:64], f"{where}.type"),
                 min(1.0, max(0.0, float(strength))),
-                _text(str(c["reason"]), f"{where}.reason") if c.get("reason") is not None else None,
+                validation.link_reason(str(c["reason"]), f"{where}.reason")
+                if c.get("reason") is not None
+                else None,
             )
         )
     tags_hood = raw.get("new_tags_neighborhood") or []
@@ -191,7 +195,7 @@ def parse_decision(raw: Mapping[str, Any] | str) -> Decision:
         suggested_connections=links,
         tags_to_update=_strings(raw.get("tags_to_update"), "decision.tags_to_update"),
         new_context_neighborhood=[
-            _text(c, f"decision.new_context_neighborhood[{i}]")
+            validation.note_context(c, f"decision.new_context_neighborhood[{i}]")
             for i, c in enumerate(raw.get("new_context_neighborhood") or [])
             if isinstance(c, str)
         ],

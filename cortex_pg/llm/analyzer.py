@@ -78,11 +78,13 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z'\-]*")
 
 
 def light_keywords(content: str, limit: int = MAX_KEYWORDS) -> list[str]:
-    """Up to ``limit`` lower-cased words of more than 3 letters that are not common words, in order."""
+    """Up to ``limit`` lower-cased words of more than 3 letters that are not common words, in order
+    (a word longer than a stored keyword may be, :data:`~cortex_pg.store.validation.MAX_LIST_ITEM_LENGTH`,
+    is skipped)."""
     out: list[str] = []
     for word in _WORD.findall(content.lower()):
         word = word.strip("'-")
-        if len(word) > 3 and word not in COMMON_WORDS and word not in out:
+        if 3 < len(word) <= validation.MAX_LIST_ITEM_LENGTH and word not in COMMON_WORDS and word not in out:
             out.append(word)
         if len(out) == limit:
             break
@@ -91,7 +93,8 @@ def light_keywords(content: str, limit: int = MAX_KEYWORDS) -> list[str]:
 
 def check_analysis(data: dict[str, Any]) -> None:
     """Check an LLM analysis answer against the store's rules for the fields it fills
-    (keywords and tags: no control characters; context: no NUL; valid Unicode throughout), so
+    (keywords and tags: no control characters, at most 1,000 of at most 255 characters each;
+    context: no NUL, at most 10,000 characters; valid Unicode throughout), so
     that an answer the store would refuse takes the offline path instead of failing its job.
     (The category is checked by :func:`~cortex_pg.collections.rules.clean_llm_category`.)
 
@@ -100,7 +103,7 @@ def check_analysis(data: dict[str, Any]) -> None:
     """
     validation.string_list(data["keywords"], "keywords")
     validation.string_list(data["tags"], "tags")
-    validation.short_text(data["context"], "context")
+    validation.note_context(data["context"], "context")
 
 
 class ContentAnalyzer:
@@ -161,7 +164,8 @@ class ContentAnalyzer:
         return result
 
     def yake_keywords(self, content: str, limit: int = MAX_KEYWORDS) -> list[str]:
-        """Top ``limit`` YAKE keywords (1-2 words), best first; light keywords when YAKE finds none."""
+        """Top ``limit`` YAKE keywords (1-2 words, none longer than a stored keyword may be), best
+        first; light keywords when YAKE finds none."""
         if self._yake is None:
             import yake
 
@@ -172,6 +176,8 @@ class ContentAnalyzer:
             found = []
         out: list[str] = []
         for kw in found:
+            if len(kw.strip()) > validation.MAX_LIST_ITEM_LENGTH:
+                continue
             low = kw.lower()
             covered = any(low in o.lower().split() or low == o.lower() for o in out)
             if not covered:

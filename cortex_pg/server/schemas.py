@@ -15,10 +15,25 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cortex_pg.store.validation import MAX_CONTENT_LENGTH, MAX_ID_LENGTH, MAX_QUERY_LENGTH
+from cortex_pg.store.validation import (
+    MAX_CONTENT_LENGTH,
+    MAX_CONTEXT_LENGTH,
+    MAX_ID_LENGTH,
+    MAX_LINK_REASON_LENGTH,
+    MAX_LIST_ITEM_LENGTH,
+    MAX_LIST_ITEMS,
+    MAX_MEMORY_TYPE_LENGTH,
+    MAX_QUERY_LENGTH,
+)
 
 _REQUEST = ConfigDict(extra="forbid", strict=True)
 _TIME = {"format": "date-time"}
+# (checked by the store, which strips the strings first and counts distinct ones)
+_LIST = (
+    f"At most {MAX_LIST_ITEMS:,} distinct strings (stripped; blanks dropped), "
+    f"each at most {MAX_LIST_ITEM_LENGTH} characters."
+)
+_MEMORY_TYPE = f"At most {MAX_MEMORY_TYPE_LENGTH} characters (stripped)."
 
 
 def _unchanged(*, format: str | None = None, **kwargs: Any) -> Any:
@@ -45,13 +60,13 @@ class NoteIn(BaseModel):
     time: str | None = Field(
         None, json_schema_extra=_TIME, description="The memory's own time (RFC 3339); default now."
     )
-    keywords: list[str] | None = None
-    tags: list[str] | None = None
-    context: str | None = None
+    keywords: list[str] | None = Field(None, description=_LIST)
+    tags: list[str] | None = Field(None, description=_LIST)
+    context: str | None = Field(None, max_length=MAX_CONTEXT_LENGTH)
     category: str | None = Field(None, description="A dot path, e.g. work.programming.python.")
     metadata: dict[str, Any] | None = Field(None, description="Any JSON object.")
     importance: float = Field(0.5, ge=0, le=1)
-    memory_type: str = "note"
+    memory_type: str = Field("note", description=_MEMORY_TYPE)
     to_stm: bool = Field(True, description="Also put the note in short-term memory.")
 
 
@@ -62,7 +77,7 @@ class LinkIn(BaseModel):
 
     type: str = Field("related", min_length=1, max_length=64, description="supports, extends, related, ...")
     strength: float = Field(0.5, ge=0, le=1)
-    reason: str | None = None
+    reason: str | None = Field(None, max_length=MAX_LINK_REASON_LENGTH)
 
 
 class NotePatch(BaseModel):
@@ -72,15 +87,15 @@ class NotePatch(BaseModel):
 
     content: str = _unchanged(min_length=1, max_length=MAX_CONTENT_LENGTH, description="Re-embedded.")
     time: str = _unchanged(format="date-time", description="The memory's own time (RFC 3339).")
-    keywords: list[str] = _unchanged()
-    tags: list[str] = _unchanged()
-    context: str | None = _unchanged(description="null clears it.")
+    keywords: list[str] = _unchanged(description=_LIST)
+    tags: list[str] = _unchanged(description=_LIST)
+    context: str | None = _unchanged(max_length=MAX_CONTEXT_LENGTH, description="null clears it.")
     category: str | None = _unchanged(description="null clears it.")
     metadata: dict[str, Any] = _unchanged(
         description="Merged into the stored object: keys given replace, a null value deletes the key."
     )
     importance: float = _unchanged(ge=0, le=1)
-    memory_type: str = _unchanged()
+    memory_type: str = _unchanged(description=_MEMORY_TYPE)
     links: dict[str, LinkIn] = _unchanged(
         description="{target note id: link}: the note's outgoing links become exactly these "
         "(each with its reciprocal); {} removes them.",

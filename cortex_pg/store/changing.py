@@ -100,7 +100,7 @@ class NoteChanger:
         if "tags" in fields:
             sets["tags"] = validation.string_list(fields["tags"], "tags")
         if "context" in fields:
-            sets["context"] = validation.short_text(fields["context"], "context")
+            sets["context"] = validation.note_context(fields["context"], "context")
         if "category" in fields:
             sets["category"] = validation.category(fields["category"])
         if "importance" in fields:

@@ -152,7 +152,7 @@ def parse_links(source: uuid.UUID, links: Mapping[Any, Any], field: str = "links
             raise ValidationError(f"{name}.type", "must be a non-blank string of at most 64 characters")
         validation.short_text(link_type, f"{name}.type")  # no NUL, encodable
         strength = validation.unit_interval(spec.get("strength", DEFAULT_STRENGTH), f"{name}.strength")
-        reason = validation.short_text(spec.get("reason"), f"{name}.reason")
+        reason = validation.link_reason(spec.get("reason"), f"{name}.reason")
         out.append(Link(source, target, link_type.strip().lower(), strength, reason))
     return out
 

@@ -8,8 +8,14 @@ Rules (each violation raises :class:`~cortex_pg.errors.ValidationError` naming t
         says), stored whole in any script. Full text indexes the whole content when its tsvector fits PostgreSQL's 1 MB
         limit, else the longest fitting prefix (``cortex.note_tsvector``); the embedding reads the
         whole content, window by window (:mod:`cortex_pg.embeddings.windows`).
-    keywords / tags: a list (or tuple) of non-empty strings without NUL; duplicates dropped,
-        order kept.
+    keywords / tags: a list (or tuple) of strings without NUL or other control characters,
+        each stripped, blanks and duplicates dropped, order kept; at most 1,000 of them
+        (:data:`MAX_LIST_ITEMS`), each at most 255 characters (:data:`MAX_LIST_ITEM_LENGTH`).
+    context: text without NUL, at most 10,000 characters (:data:`MAX_CONTEXT_LENGTH`, as a
+        query): a short description of the note; the note's text belongs in its content.
+    memory_type: a non-blank string without control characters, at most 255 characters
+        (:data:`MAX_MEMORY_TYPE_LENGTH`) once stripped.
+    a link's reason: text without NUL, at most 10,000 characters (:data:`MAX_LINK_REASON_LENGTH`).
     metadata: a dict that serialises to JSON (no NUL in keys or strings, no NaN or infinity),
         at most 100,000 characters of JSON (:data:`MAX_METADATA_LENGTH`): it travels with the
         note in every read and search result.
@@ -41,6 +47,11 @@ MAX_QUERY_LENGTH = 10_000
 MAX_METADATA_LENGTH = 100_000  # characters of the metadata's JSON text
 #: characters of a category's dot path (it keys cortex.category_counts with the user_id)
 MAX_CATEGORY_LENGTH = 255
+MAX_MEMORY_TYPE_LENGTH = 255  # characters, stripped
+MAX_CONTEXT_LENGTH = 10_000  # characters of a note's context
+MAX_LINK_REASON_LENGTH = 10_000  # characters of a link's reason
+MAX_LIST_ITEMS = 1_000  # keywords or tags of a note (distinct, not blank)
+MAX_LIST_ITEM_LENGTH = 255  # characters of one keyword or tag, stripped
 MEMORY_SOURCES = ("all", "ltm", "stm")
 
 
@@ -143,11 +154,20 @@ def context_or_none(value: object, field: str = "context") -> str | None:
 
 
 def string_list(value: object, field: str) -> list[str]:
+    """Keywords or tags: the strings stripped, blanks and repeats dropped, order kept; None -> ``[]``.
+
+    Raises:
+        ValidationError: not a list (field ``field``) or more than :data:`MAX_LIST_ITEMS`
+            distinct strings (``field``); an item that is not a string, holds NUL or other
+            control characters or a lone surrogate, or is longer than
+            :data:`MAX_LIST_ITEM_LENGTH` characters once stripped (``field[i]``).
+    """
     if value is None:
         return []
     if isinstance(value, str) or not isinstance(value, Iterable):
         raise ValidationError(field, "must be a list of strings")
     out: list[str] = []
+    seen: set[str] = set()
     for i, item in enumerate(value):
         if not isinstance(item, str):
             raise ValidationError(f"{field}[{i}]", f"must be a string, got {type(item).__name__}")
@@ -157,7 +177,14 @@ def string_list(value: object, field: str) -> list[str]:
         if _has_control(item):
             raise ValidationError(f"{field}[{i}]", f"{item!r} contains NUL or control characters")
         _encodable(item, f"{field}[{i}]")
-        if item not in out:
+        if len(item) > MAX_LIST_ITEM_LENGTH:
+            raise ValidationError(
+                f"{field}[{i}]", f"longer than {MAX_LIST_ITEM_LENGTH} characters ({len(item)})"
+            )
+        if item not in seen:
+            if len(out) == MAX_LIST_ITEMS:
+                raise ValidationError(field, f"more than {MAX_LIST_ITEMS:,} distinct items")
+            seen.add(item)
             out.append(item)
     return out
 
@@ -252,12 +279,46 @@ def short_text(value: object, field: str) -> str | None:
     return value
 
 
+def note_context(value: object, field: str = "context") -> str | None:
+    """A note's context: None, or text as :func:`short_text` checks it of at most
+    :data:`MAX_CONTEXT_LENGTH` characters.
+
+    Raises:
+        ValidationError: not a string, NUL bytes, not valid Unicode, or too long.
+    """
+    text = short_text(value, field)
+    if text is not None and len(text) > MAX_CONTEXT_LENGTH:
+        raise ValidationError(field, f"longer than {MAX_CONTEXT_LENGTH:,} characters ({len(text):,})")
+    return text
+
+
+def link_reason(value: object, field: str = "reason") -> str | None:
+    """A link's reason: None, or text as :func:`short_text` checks it of at most
+    :data:`MAX_LINK_REASON_LENGTH` characters.
+
+    Raises:
+        ValidationError: not a string, NUL bytes, not valid Unicode, or too long.
+    """
+    text = short_text(value, field)
+    if text is not None and len(text) > MAX_LINK_REASON_LENGTH:
+        raise ValidationError(field, f"longer than {MAX_LINK_REASON_LENGTH:,} characters ({len(text):,})")
+    return text
+
+
 def memory_type(value: object, field: str = "memory_type") -> str:
+    """A memory type (``note``, ...): stripped, 1..:data:`MAX_MEMORY_TYPE_LENGTH` characters.
+
+    Raises:
+        ValidationError: not a string, blank, control characters, or too long.
+    """
     if not isinstance(value, str) or not value.strip():
         raise ValidationError(field, "must be a non-empty string")
     if _has_control(value):
         raise ValidationError(field, "contains control characters")
-    return value.strip()
+    value = value.strip()
+    if len(value) > MAX_MEMORY_TYPE_LENGTH:
+        raise ValidationError(field, f"longer than {MAX_MEMORY_TYPE_LENGTH} characters ({len(value)})")
+    return value
 
 
 def evolution_job(value: Any, field: str = "enqueue_evolution") -> bool | str:
@@ -452,7 +513,7 @@ def new_note(
         content_hash=content_hash(text),
         keywords=string_list(item.get("keywords"), prefix + "keywords"),
         tags=string_list(item.get("tags"), prefix + "tags"),
-        context=short_text(item.get("context"), prefix + "context"),
+        context=note_context(item.get("context"), prefix + "context"),
         category=category(item.get("category"), prefix + "category"),
         memory_type=memory_type(item.get("memory_type", "note"), prefix + "memory_type"),
         metadata=metadata(item.get("metadata"), prefix + "metadata"),
