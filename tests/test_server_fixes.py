@@ -61,6 +61,25 @@ def test_a_notes_short_fields_past_their_limits_are_422_naming_them(client, alic
     assert r.status_code == 422 and r.json()["error"]["field"] == f"links[{other!r}].reason", r.text
 
 
+def test_an_integer_parameter_is_decimal_digits(client, alice):  # noqa: F811
+    nid = client.post("/notes", json={"content": "Alice likes tea"}, headers=alice).json()["id"]
+    client.post("/notes", json={"content": "Alice met Bob"}, headers=alice)
+    for path, name in [("/notes?limit=", "limit"), ("/notes?offset=", "offset"),
+                       (f"/notes/{nid}/links?depth=", "depth"), ("/entities?limit=", "limit")]:  # fmt: skip
+        for raw in ("5_0", "%2B5", "+5", "5.0", "%205", "5%20", "%D9%A5", "0x5", ""):
+            r = client.get(path + raw, headers=alice)
+            assert r.status_code == 422 and r.json()["error"]["field"] == name, (path, raw, r.text)
+        assert client.get(path + "1", headers=alice).status_code == 200
+        assert client.get(path + "01", headers=alice).status_code == 200  # decimal digits
+    minus = client.get("/notes?offset=-1", headers=alice)  # read as -1: out of the route's range
+    assert minus.status_code == 422 and minus.json()["error"]["field"] == "offset"
+    assert "greater than or equal to 0" in minus.json()["error"]["message"]
+    assert client.get("/notes?limit=1&offset=1", headers=alice).json()["offset"] == 1
+    for body in ({"limit": 5.0}, {"limit": "5"}, {"link_depth": 1.0}):  # JSON bodies are strict
+        r = client.post("/search", json={"query": "tea", **body}, headers=alice)
+        assert r.status_code == 422 and r.json()["error"]["field"] == next(iter(body)), r.text
+
+
 def test_a_bad_link_is_named_by_its_target_id(client, alice):  # noqa: F811
     a = client.post("/notes", json={"content": "Alice likes tea"}, headers=alice).json()["id"]
     b = client.post("/notes", json={"content": "Alice brews oolong"}, headers=alice).json()["id"]

@@ -2,10 +2,16 @@
 it) rather than ignored, so ``?limt=5`` is an error, not a silent default; so is a parameter
 given twice (``?limit=1&limit=2``), which would otherwise be read as one of its values; and so
 is a parameter or a path whose percent-encoded bytes are not UTF-8 (``?session_id=%FF``,
-``/entities/%FF``), which would otherwise be read with U+FFFD in place of those bytes."""
+``/entities/%FF``), which would otherwise be read with U+FFFD in place of those bytes. An
+integer parameter is decimal digits, a minus sign allowed before them (its range is the
+route's): ``?limit=5_0``, ``?limit=%2B5``, ``?limit=5.0`` or ``?limit=%205`` is refused, not read
+as Python's ``int()`` or pydantic's lax parsing would read it."""
 
 from __future__ import annotations
 
+import re
+import types
+import typing
 from urllib.parse import unquote_to_bytes
 
 from fastapi import Request
@@ -18,7 +24,8 @@ def no_unknown_query(request: Request) -> None:
     or that is given more than once.
 
     Raises:
-        ValidationError: field = the unknown (or repeated) parameter's name; or the parameter
+        ValidationError: field = the unknown (or repeated) parameter's name, or an integer
+            parameter's whose value is not decimal digits (``-`` allowed first); or the parameter
             (``query string`` when its name is the bad part), or the path parameter (else
             ``path``), whose bytes are not UTF-8.
     """
@@ -36,6 +43,13 @@ def no_unknown_query(request: Request) -> None:
         given = request.query_params.getlist(name)
         if len(given) > 1:
             raise ValidationError(name, f"is given {len(given)} times ({', '.join(given)}); give it once")
+    for name in _integer_names(dependant):
+        value = request.query_params.get(name)
+        if value is not None and not _DECIMAL.fullmatch(value):
+            raise ValidationError(name, f"must be an integer written in decimal digits, got {value!r}")
+
+
+_DECIMAL = re.compile(r"-?[0-9]+")
 
 
 def _query_names(dependant) -> list[str]:  # noqa: ANN001
@@ -44,6 +58,24 @@ def _query_names(dependant) -> list[str]:  # noqa: ANN001
     for sub in dependant.dependencies:
         names += _query_names(sub)
     return names
+
+
+def _integer_names(dependant) -> list[str]:  # noqa: ANN001
+    """The names of the integer query parameters (``int`` or ``int | None``) of a route's
+    dependency tree."""
+    names = [p.alias for p in dependant.query_params if _is_int(p.field_info.annotation)]
+    for sub in dependant.dependencies:
+        names += _integer_names(sub)
+    return names
+
+
+def _is_int(annotation: object) -> bool:
+    if annotation is int:
+        return True
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return bool(args) and all(a is int for a in args)
+    return False
 
 
 _NOT_UTF8 = "is not valid UTF-8 once percent-decoded"
