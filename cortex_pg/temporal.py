@@ -259,8 +259,9 @@ def parse_date_range(
 
     Accepted (days are UTC days; relative phrases resolve against ``now``, default the current time):
         * an RFC 3339 instant ("2024-01-15T10:00:00Z"): that instant's day;
-        * a dict ``{"start": ..., "end": ...}`` (either may be missing; ISO 8601 or phrases; a
-          date-only end includes that whole day) or an ISO 8601 interval "START/END";
+        * a dict ``{"start": ..., "end": ...}`` (either may be missing or empty, not both; ISO
+          8601 or phrases; a date-only end includes that whole day) or an ISO 8601 interval
+          "START/END" (likewise);
         * "today", "yesterday";
         * "last week" / "past week": the 7 days up to now (``[now - 7 days, now]``, so a note
           written a minute ago is in it); "last month" / "past month": the 30 days up to now;
@@ -281,7 +282,8 @@ def parse_date_range(
 
     Raises:
         ValidationError: the value cannot be understood (the original silently dropped the filter),
-            or its window reaches past the calendar (years 1 to 9999).
+            sets no bound (``{}``, ``"/"``), or its window reaches past the calendar (years 1 to
+            9999).
     """
     base = parse_instant(now, "now") or datetime.now(UTC)
     try:
@@ -297,6 +299,8 @@ def _date_range(value: object, base: datetime, field: str) -> tuple[datetime, da
         unknown = set(value) - {"start", "end"}
         if unknown:
             raise ValidationError(field, f"unknown keys {sorted(unknown)}; use start and end")
+        if not value.get("start") and not value.get("end"):  # ({}, "/": no window was meant?)
+            raise ValidationError(field, "sets neither start nor end; leave date_range out for no window")
         start = _bound(value.get("start"), base, field + ".start", end=False) if value.get("start") else None
         end = _bound(value.get("end"), base, field + ".end", end=True) if value.get("end") else None
         start = start or datetime(1, 1, 2, tzinfo=UTC)

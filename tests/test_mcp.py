@@ -120,6 +120,9 @@ async def _session(client: Client) -> None:
     assert "ValidationError: date_range: " in _error(
         await client.call_tool("search", {"query": "x", "date_range": "not a date at all"})
     )
+    assert "ValidationError: date_range: sets neither start nor end" in _error(
+        await client.call_tool("search", {"query": "x", "date_range": {}})
+    )
     assert "ValidationError: where_filter" in _error(
         await client.call_tool("search", {"query": "x", "where_filter": {"tags": {"$regex": "a"}}})
     )

@@ -136,6 +136,15 @@ def test_instants():
     assert parse_date_range(window, now=NOW) == (d(2024, 1, 1), d(2024, 2, 1))
 
 
+@pytest.mark.parametrize("value", [{}, {"start": None}, {"start": "", "end": ""}, "/", " / "])
+def test_a_date_range_that_sets_no_bound_is_an_error(value):
+    """An empty window object is not silently "no window" (the whole calendar)."""
+    with pytest.raises(ValidationError) as err:
+        parse_date_range(value, now=NOW)
+    assert err.value.field == "date_range" and "neither start nor end" in err.value.reason
+    assert parse_date_range({"start": "2024"}, now=NOW)[0] == d(2024, 1, 1)  # one bound is enough
+
+
 def test_a_blank_date_range_names_the_reason():
     with pytest.raises(ValidationError) as err:
         parse_date_range("   ", now=NOW)
