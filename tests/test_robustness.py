@@ -205,6 +205,8 @@ def test_cli_input_errors_are_one_line(db_url, tmp_path):
     assert r.exit_code == 2 and "revision" in r.stderr
     r = runner.invoke(app, ["db", "downgrade", "base"], env=env, input="n\n")
     assert r.exit_code == 1
+    r = runner.invoke(app, ["db", "downgrade", "base"], env=env)  # no terminal, no answer: a usage error
+    assert r.exit_code == 2 and "error: --yes: there is no terminal" in r.stderr and "Aborted" not in r.output
     r = runner.invoke(app, ["--embedder", "hashing", "stats", "--json"], env=env)
     assert r.exit_code == 0  # the refused downgrade left the schema in place
     r = runner.invoke(app, ["db", "downgrade", "--force"], env=env, input="y\n")  # a mistyped option

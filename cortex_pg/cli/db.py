@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
@@ -37,7 +38,11 @@ def db_downgrade(
         bool, typer.Option("--yes", help="Do not ask before removing tables (and their data).")
     ] = False,
 ) -> None:
-    """Migrate the schema down to REVISION (``base`` removes every cortex table and its data)."""
+    """Migrate the schema down to REVISION (``base`` removes every cortex table and its data).
+
+    Asks first unless ``--yes``; an answer other than yes exits 1, having changed nothing. Run
+    without a terminal and with no answer on standard input, it is a usage error (exit 2)
+    naming ``--yes``, the option that skips the question."""
     from cortex_pg.db import migrate
 
     if revision.startswith("--"):  # an option mistyped, taken for the target (-1 is one)
@@ -48,7 +53,7 @@ def db_downgrade(
         "schema cannot hold are deleted (below 0011: context embeddings and long notes' later "
         "windows; after upgrading again, `cortex-pg reembed` with the active model writes them again)."
     )
-    if not yes and not typer.confirm(question):
+    if not yes and not _confirmed(question):
         raise typer.Exit(1)
 
     engine = engine_of(ctx)
@@ -114,3 +119,21 @@ def db_url(ctx: typer.Context) -> None:
 def register(app_: typer.Typer) -> None:
     """Add the ``db`` group to ``app_``."""
     app_.add_typer(app, name="db")
+
+
+def _confirmed(question: str) -> bool:
+    """The answer to ``question`` (an answer piped to standard input counts); with no terminal
+    and no answer, a one-line error naming ``--yes`` and exit status 2 (``typer.Exit``)."""
+    try:
+        return typer.confirm(question)
+    except typer.Abort:
+        if sys.stdin is not None and sys.stdin.isatty():
+            raise  # Ctrl-C or Ctrl-D at the terminal: aborted, as before
+        console.print()  # (ends the unanswered question's line)
+        err_console.print(
+            "[red]error:[/red] --yes: there is no terminal to ask on and standard input gave no "
+            "answer; pass --yes to downgrade without the question",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(2) from None
