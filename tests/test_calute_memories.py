@@ -228,7 +228,7 @@ def test_calute_blank_queries_still_list_the_newest_items(store):
     stm.save("older short note")
     stm.save("newer short note")
     ltm.save("a long-term note")
-    for blank in ("", "   ", "\t\n", "\u200b"):
+    for blank in ("", "   ", "\t\n", "\u200b", "\u3164", "\u2800", "\u0301"):
         assert [i.content for i in stm.search(blank)] == ["newer short note", "older short note"]
         assert [i.content for i in ltm.search(blank)] == ["a long-term note"]
         assert [i.relevance_score for i in stm.search(blank)] == [1.0, 1.0]
@@ -426,6 +426,11 @@ def test_context_stack_push_pop_peek_and_survives_reopening(ctx, db_url):
         ("ta\x00sk", None, "context_type"),
         ("ta\ud800sk", None, "context_type"),
         ("t" * 256, None, "context_type"),
+        ("\u200b", None, "context_type"),
+        ("\u3164", None, "context_type"),
+        ("\u115f\u1160 \uffa0", None, "context_type"),
+        ("\u2800", None, "context_type"),
+        ("\u0301\u0302", None, "context_type"),
         ("task", {"notes": "x" * 50_000}, "context_data"),
     ],
 )

@@ -32,6 +32,11 @@ from cortex_pg.store import MemoryStore
         ({"content": "ok", "category": "a.\x7fb"}, "category"),
         ({"content": "ok", "category": "work.\ud800"}, "category"),
         ({"content": "ok", "category": "work." + "x" * 251}, "category"),  # 256 characters
+        ({"content": "ok", "category": "work.\u200b"}, "category"),  # a segment that shows nothing
+        ({"content": "ok", "category": "work.\u3164.python"}, "category"),
+        ({"content": "ok", "category": "\u2800/work"}, "category"),
+        ({"content": "ok", "category": "work.\u0301"}, "category"),
+        ({"content": "\u3164\u2800\u0301"}, "content"),
         ({"content": "ok", "keywords": ["bell\x07"]}, "keywords[0]"),
         ({"content": "ok", "metadata": {"k": "\udfff"}}, "metadata"),
     ],
@@ -41,6 +46,14 @@ def test_more_bad_input(store, kwargs, field):
         store.add(**kwargs)
     assert err.value.field == field
     assert store.count() == 0
+
+
+def test_a_category_that_shows_nothing_is_no_category(store):
+    for blank in ("", "  ", "\u200b", "\u3164", "\u115f\u1160", "\uffa0", "\u2800", "\u0301\u0302"):
+        nid = store.add(f"a note filed under {blank!r}", category=blank)
+        assert store.get(nid).category is None, repr(blank)
+    nid = store.add("a note under an accented category", category="caf\u0065\u0301.b")
+    assert store.get(nid).category == "caf\u0065\u0301.b"  # a mark on a letter is visible
 
 
 def test_a_category_of_the_longest_length_is_kept(store):

@@ -251,7 +251,22 @@ def test_sql_function_validates_too(store):
         conn.execute(text("SELECT * FROM cortex.search_notes('u', NULL, 'x', 0)"))
 
 
-@pytest.mark.parametrize("blank", ["", "   ", "\u200b", "\u200b \ufeff\u2060", "\t\u00a0\u3000"])
+@pytest.mark.parametrize(
+    "blank",
+    [
+        "",
+        "   ",
+        "\u200b",
+        "\u200b \ufeff\u2060",
+        "\t\u00a0\u3000",
+        "\u115f\u1160",
+        "\u3164",
+        "\uffa0 ",
+        "\u2800",
+        "\u0301\u0308",
+        " \u20dd",
+    ],
+)
 def test_a_context_with_no_visible_character_is_no_context(store, blank):
     for content, days in CORPUS:
         store.add(content, user_id="u", time=NOW - timedelta(days=days), to_stm=False)

@@ -3,7 +3,8 @@
 Rules (each violation raises :class:`~cortex_pg.errors.ValidationError` naming the field):
     user_id / session_id: text, 1..255 characters, no NUL or other control characters; any
         other character (colons, spaces, unicode) is stored as given. None -> ``"default"``.
-    content: text, not empty or whitespace-only, no NUL bytes (refused, not stripped: a
+    content: text with a visible character (not only whitespace, zero-width characters,
+        Hangul fillers or combining marks: :func:`invisible`), no NUL bytes (refused, not stripped: a
         silently altered memory is worse than an error). At most 500,000 characters (:data:`MAX_CONTENT_LENGTH`, as the README
         says), stored whole in any script. Full text indexes the whole content when its tsvector fits PostgreSQL's 1 MB
         limit, else the longest fitting prefix (``cortex.note_tsvector``); the embedding reads the
@@ -21,7 +22,8 @@ Rules (each violation raises :class:`~cortex_pg.errors.ValidationError` naming t
         note in every read and search result.
     importance: a real number in [0, 1].
     category: a dot path such as ``work.programming.python`` ("/" is accepted as a separator
-        and stored as "."); empty segments are refused.
+        and stored as "."); segments with no visible character are refused, and a category
+        with none is no category.
 """
 
 from __future__ import annotations
@@ -59,9 +61,22 @@ def _has_control(text: str) -> bool:
     return any(unicodedata.category(ch) == "Cc" for ch in text)
 
 
-def _invisible(text: str) -> bool:
-    """True when ``text`` has no visible character (only whitespace, format or control characters)."""
-    return all(ch.isspace() or unicodedata.category(ch) in ("Cf", "Cc", "Zs", "Zl", "Zp") for ch in text)
+#: letters and symbols that display nothing: the Hangul fillers (U+115F, U+1160, U+3164,
+#: U+FFA0) and the Braille blank (U+2800)
+BLANK_CHARACTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+
+
+def invisible(text: str) -> bool:
+    """True when ``text`` has no visible character: only whitespace, format characters
+    (zero-width ones, U+FEFF, ...), control characters, the characters of
+    :data:`BLANK_CHARACTERS`, and combining marks (with nothing visible to combine with);
+    ``""`` too."""
+    return all(
+        ch.isspace()
+        or ch in BLANK_CHARACTERS
+        or unicodedata.category(ch) in ("Cf", "Cc", "Zs", "Zl", "Zp", "Mn", "Mc", "Me")
+        for ch in text
+    )
 
 
 def _encodable(text: str, field: str) -> None:
@@ -84,7 +99,7 @@ def scope_id(value: object, field: str) -> str:
     if _has_control(value):
         raise ValidationError(field, "contains NUL or control characters")
     _encodable(value, field)
-    if _invisible(value):
+    if invisible(value):
         raise ValidationError(field, "has no visible characters")
     return value
 
@@ -113,7 +128,7 @@ def content(value: object, field: str = "content", max_length: int = MAX_CONTENT
         raise ValidationError(field, f"must be a string, got {type(value).__name__}")
     if "\x00" in value:
         raise ValidationError(field, "contains NUL bytes (refused; PostgreSQL text cannot hold them)")
-    if not value.strip() or _invisible(value):
+    if not value.strip() or invisible(value):
         raise ValidationError(field, "must not be empty or whitespace-only")
     if len(value) > max_length:
         raise ValidationError(field, f"longer than {max_length} characters ({len(value)})")
@@ -128,29 +143,30 @@ def query(value: object, field: str = "query") -> str:
 
 def query_or_blank(value: object, field: str = "query") -> str:
     """A search query that may be blank (the calute searches list items for one): ``""`` for a
-    string with no visible character (``""``, whitespace), else the query as :func:`query`
-    checks it (a string, no NUL, valid Unicode, at most 10,000 characters).
+    string with no visible character (``""``, whitespace, ...: :func:`invisible`), else the
+    query as :func:`query` checks it (a string, no NUL, valid Unicode, at most 10,000 characters).
 
     Raises:
         ValidationError: not a string (None included), or a non-blank query :func:`query` refuses.
     """
     if not isinstance(value, str):
         raise ValidationError(field, f"must be a string, got {type(value).__name__}")
-    if "\x00" not in value and _invisible(value):
+    if "\x00" not in value and invisible(value):
         return ""
     return query(value, field)
 
 
 def context_or_none(value: object, field: str = "context") -> str | None:
     """A search's situation text: None for None or a string with no visible character (``""``,
-    whitespace, zero-width or other format characters: blank by the rule of
-    :func:`query_or_blank`), else the text as :func:`short_text` checks it.
+    whitespace, zero-width or other format characters, Hangul fillers, combining marks alone:
+    blank by the rule of :func:`invisible`, as :func:`query_or_blank`'s), else the text as
+    :func:`short_text` checks it.
 
     Raises:
         ValidationError: not a string, NUL bytes, not valid Unicode.
     """
     text = short_text(value, field)
-    return None if text is None or _invisible(text) else text
+    return None if text is None or invisible(text) else text
 
 
 def string_list(value: object, field: str) -> list[str]:
@@ -245,11 +261,13 @@ def importance(value: object, field: str = "importance") -> float:
 
 def category(value: object, field: str = "category") -> str | None:
     """A category: a dot path such as ``work.programming`` ("/" read as "."; segments stripped),
-    at most :data:`MAX_CATEGORY_LENGTH` characters; None or blank = none.
+    at most :data:`MAX_CATEGORY_LENGTH` characters; None or blank (no visible character, by the
+    rule of :func:`invisible`) = none.
 
     Raises:
-        ValidationError: not a string, an empty segment or one holding control characters
-            (NUL too), a lone surrogate, or longer than the limit (field ``field``).
+        ValidationError: not a string, an empty segment (no visible character) or one holding
+            control characters (NUL too), a lone surrogate, or longer than the limit (field
+            ``field``).
     """
     if value is None:
         return None
@@ -257,10 +275,10 @@ def category(value: object, field: str = "category") -> str | None:
         raise ValidationError(field, "must be a string dot path such as work.programming")
     _encodable(value, field)
     path = value.strip().replace("/", ".")
-    if not path:
+    if invisible(path):
         return None
     segments = [s.strip() for s in path.split(".")]
-    if any(not s or _has_control(s) for s in segments):
+    if any(invisible(s) or _has_control(s) for s in segments):
         raise ValidationError(field, f"{value!r} is not a dot path (empty or invalid segment)")
     path = ".".join(segments)
     if len(path) > MAX_CATEGORY_LENGTH:

@@ -126,12 +126,13 @@ class ContextualMemory:
         (half of an item's metadata, leaving the rest to the item's own).
 
         Raises:
-            ValidationError: a blank type, one holding NUL or a lone surrogate, or a longer one
-                (field ``context_type``); data that is not a JSON object or is longer
-                (``context_data``).
+            ValidationError: a blank type (no visible character:
+                :func:`~cortex_pg.store.validation.invisible`), one holding NUL or a lone
+                surrogate, or a longer one (field ``context_type``); data that is not a JSON
+                object or is longer (``context_data``).
         """
-        if not isinstance(context_type, str) or not context_type.strip():
-            raise ValidationError("context_type", "must be a non-empty string")
+        if not isinstance(context_type, str) or validation.invisible(context_type):
+            raise ValidationError("context_type", "must be a string with a visible character")
         validation.short_text(context_type, "context_type")
         if len(context_type) > MAX_FRAME_TYPE_LENGTH:
             raise ValidationError(
