@@ -50,7 +50,7 @@ CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 
 
 _NO_NEIGHBOURS = {"smoothing_prev": 0, "smoothing_next": 0, "expansion": 0, "answer_weight": 0}
 #: the levers a reference ranking (one ranker alone, plain RRF) leaves out besides the neighbours
-_NO_PRIORS = {"date_weight": 0, "speaker_weight": 0}
+_NO_PRIORS = {"date_weight": 0, "speaker_weight": 0, "unnamed_query_weight": 0}
 #: rows of ``--ablation``: (name, ranking); the levers of the default ranking are documented in
 #: sql/functions/search_notes/v9.sql
 ABLATION: list[tuple[str, dict]] = [
@@ -64,6 +64,8 @@ ABLATION: list[tuple[str, dict]] = [
     ("- query dates", {"date_weight": 0}),
     ("- query dates and answers", {"date_weight": 0, "answer_weight": 0}),
     ("- speaker named", {"speaker_weight": 0}),
+    ("- query without the names", {"unnamed_query_weight": 0}),
+    ("- speaker named, both", {"speaker_weight": 0, "unnamed_query_weight": 0}),
     ("RRF instead of score fusion", {"fusion": "rrf"}),
     (
         "MiniLM alone (cosine)",

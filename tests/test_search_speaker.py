@@ -135,3 +135,80 @@ def test_plain_sql_applies_the_rule_by_default(store) -> None:  # noqa: ANN001
         off = dict(conn.execute(sql, {"r": '{"speaker_weight": 0}'}).all())
     assert on[ids["melanie"]] == pytest.approx((off[ids["melanie"]] + W) / (1 + W))
     assert on[ids["caroline"]] == pytest.approx(off[ids["caroline"]] / (1 + W))
+
+
+# --- the query embedded without the speakers it names (Ranking.unnamed_query_weight) ---------
+
+U = 0.4  # the default unnamed_query_weight
+_COSINE_ONLY = {"context_weight": 0, "length_prior": 0, "vector_weight": 1}
+
+
+def _without_speakers(store: MemoryStore, query: str, user: str = "u") -> str | None:
+    from sqlalchemy import text
+
+    with store.engine.connect() as conn:
+        return conn.execute(
+            text("SELECT cortex.query_without_speakers(:u, :q)"), {"u": user, "q": query}
+        ).scalar_one()
+
+
+def test_the_speakers_a_query_names_leave_it(store) -> None:  # noqa: ANN001
+    _turns(store)
+    store.add("Camping by a river.", user_id="other", metadata={"speaker": "Joanna"}, to_stm=False)
+    store.add("A short-term remark.", user_id="u", metadata={"speaker": "Stan"}, to_ltm=False)
+    for query, expected in [
+        ("What does Melanie's son like?", "What does son like?"),
+        ("Did MELANIE and caroline go camping?", "Did and go camping?"),
+        ("What bread does Mary-Ann buy?", "What bread does buy?"),  # words in a row
+        ("Melanie’s favourite lake?", "favourite lake?"),
+        ("Did Melanies go camping?", None),  # no speaker named
+        ("Where did Mary go?", None),  # part of a speaker's words
+        ("Where did Joanna go?", None),  # another tenant's speaker
+        ("What did Stan say?", None),  # a speaker of short-term notes only
+        ("Melanie?", None),  # nothing would be left
+    ]:
+        assert _without_speakers(store, query) == expected, query
+
+
+def test_the_query_embedding_blends_in_the_query_without_the_names(store) -> None:  # noqa: ANN001
+    import numpy as np
+
+    from cortex_pg.store.searching import blend
+
+    ids = _turns(store)
+    query = "Where did Melanie go camping by the lake?"
+    plain, unnamed = store.embedder.embed([query, "Where did go camping by the lake?"])
+    texts = dict(zip(ids.values(), store.embedder.embed(
+        ["Camping at the beach, camping in the forest: camping every summer!",
+         "We camped by the lake once, it rained.", "The new bakery sells rye bread.",
+         "Tax forms are due in April."]), strict=True))  # fmt: skip
+
+    def semantic(ranking: dict) -> dict[str, float]:
+        found = store.search(query, user_id="u", limit=10, touch=False, ranking={**_COSINE_ONLY, **ranking})
+        return {r.id: r.semantic_score for r in found}
+
+    for ranking, vector in (({}, blend(plain, unnamed, U)), ({"unnamed_query_weight": 0}, plain),
+                            ({"unnamed_query_weight": 1}, unnamed)):  # fmt: skip
+        got = semantic(ranking)
+        assert len(got) == 4
+        for nid, score in got.items():
+            assert score == pytest.approx(float(np.dot(texts[nid], vector)), abs=1e-5), ranking
+    assert semantic({}) != pytest.approx(semantic({"unnamed_query_weight": 0}), abs=1e-4)
+    # a query that names no speaker is embedded as written
+    other = "Where did anyone go camping by the lake?"
+    assert [
+        r.semantic_score for r in store.search(other, user_id="u", touch=False, ranking=_COSINE_ONLY)
+    ] == [
+        r.semantic_score
+        for r in store.search(
+            other, user_id="u", touch=False, ranking={**_COSINE_ONLY, "unnamed_query_weight": 0}
+        )
+    ]
+
+
+def test_blend_is_the_normalised_weighted_sum() -> None:
+    from cortex_pg.store.searching import blend
+
+    assert blend([1.0, 0.0], [0.0, 1.0], 0.5) == pytest.approx([2**-0.5, 2**-0.5])
+    assert blend([1.0, 0.0], [0.0, 1.0], 0.0) == pytest.approx([1.0, 0.0])
+    assert blend([1.0, 0.0], [-1.0, 0.0], 0.5) == [1.0, 0.0]  # a zero sum: the query as written

@@ -130,7 +130,8 @@ class SearchIn(BaseModel):
     ranking: dict[str, Any] | None = Field(
         None,
         description="The ranking's constants (fusion, vector_weight, context_weight, length_prior, "
-        "smoothing_prev, smoothing_next, expansion, rrf_k, answer_weight, speaker_weight, date_weight), "
+        "smoothing_prev, smoothing_next, expansion, rrf_k, answer_weight, speaker_weight, date_weight, "
+        "unnamed_query_weight), "
         "each optional; none = the defaults.",
     )
 

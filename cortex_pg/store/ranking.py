@@ -1,5 +1,6 @@
 """The constants of the search ranking (``cortex.search_notes`` v8 and later, its ``p_ranking`` argument;
-``answer_weight`` since v12, ``speaker_weight`` since v13, its full-text part since v14).
+``answer_weight`` since v12, ``speaker_weight`` since v13, its full-text part since v14;
+``date_weight`` and ``unnamed_query_weight`` are applied by the library around it).
 
 The defaults are the library's ranking, chosen on LoCoMo dev conversations (see
 ``sql/functions/search_notes/v9.sql`` and README "Benchmarks" for each constant's measured
@@ -21,7 +22,7 @@ from cortex_pg.errors import ValidationError
 
 FUSIONS = ("score", "rrf")
 #: attributes applied by the library's search statement, not passed to cortex.search_notes
-CLIENT_SIDE = ("date_weight",)
+CLIENT_SIDE = ("date_weight", "unnamed_query_weight")
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,18 @@ class Ranking:
             entity signal can still move it down), and a strong match from another time can
             still pass its weaker ones. 0 = off (one search, dates read as words only). Applied
             by the library's search statement, not by ``cortex.search_notes``.
+        unnamed_query_weight: the share, in [0, 1], of the query embedded without the names of
+            the tenant's speakers it names (read as ``speaker_weight`` reads a name;
+            ``cortex.query_without_speakers``: "What activities has Melanie done with her
+            family?" -> "What activities has done with her family?"). When the query names one,
+            its embedding is ``(1 - w) * e(query) + w * e(query without the names)``,
+            normalised: a name pulls the query's embedding toward the turns that address that
+            person ("Hey Melanie! ...") more than toward what the person said, which seldom
+            holds the name (the reason search v14 leaves names out of the full-text terms).
+            Costs one lookup of the tenant's speakers per search and, when a name is found, a
+            second embedding (cached like the query's). 0 = off (the query embedded as written,
+            no lookup). Applied by the library, which embeds the query, not by
+            ``cortex.search_notes``.
     """
 
     fusion: str = "score"
@@ -91,6 +104,7 @@ class Ranking:
     answer_weight: float = 0.9
     speaker_weight: float = 0.08
     date_weight: float = 0.3
+    unnamed_query_weight: float = 0.4
 
     def __post_init__(self) -> None:
         for key in _RANGES:
@@ -124,7 +138,7 @@ class Ranking:
 
     def to_json(self) -> str:
         """The ``p_ranking`` argument of ``cortex.search_notes`` (every attribute but
-        ``date_weight``, which the search statement applies around it)."""
+        ``date_weight`` and ``unnamed_query_weight``, which the library applies around it)."""
         return json.dumps({k: v for k, v in asdict(self).items() if k not in CLIENT_SIDE})
 
 
@@ -139,6 +153,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "answer_weight": (0, 1),
     "speaker_weight": (0, 1),
     "date_weight": (0, 1),
+    "unnamed_query_weight": (0, 1),
 }
 
 

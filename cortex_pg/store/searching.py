@@ -9,6 +9,8 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
+
 from cortex_pg.db.retry import retry_transient
 from cortex_pg.db.steps import Alone, Blocking, Plan, Query, Transaction, WithConnection, operation
 from cortex_pg.errors import ValidationError
@@ -19,6 +21,14 @@ from cortex_pg.store.rows import result_from_row, tenant_scoped, vector_literal
 from cortex_pg.temporal import names_a_year, parse_instant, query_date_window, without_temporal_keywords
 
 _DEFAULT_RANKING = Ranking().to_json()
+
+
+def blend(a: list[float], b: list[float], weight: float) -> list[float]:
+    """``(1 - weight) * a + weight * b`` scaled to norm 1 (``a`` when that sum is 0): the query
+    embedding of :attr:`Ranking.unnamed_query_weight`."""
+    mixed = (1 - weight) * np.asarray(a, dtype=np.float64) + weight * np.asarray(b, dtype=np.float64)
+    norm = float(np.linalg.norm(mixed))
+    return a if norm == 0 else (mixed / norm).tolist()
 
 
 class QueryVectorCache:
@@ -219,8 +229,15 @@ class NoteSearch:
                 raise ValidationError("entity_weight", f"must be a number in [0, 10], got {entity_weight!r}")
             ent_weight = float(entity_weight)
         ctx = validation.context_or_none(context)  # (a blank context, by the query's rule, is none)
-        vectors = yield Blocking(self._query_vectors, ([query] if ctx is None else [query, ctx],))
-        vector = vectors[:1]
+        unnamed = None  # the query without the names of the tenant's speakers it names
+        if rank.unnamed_query_weight > 0:
+            rows = yield Alone(sql.QUERY_WITHOUT_SPEAKERS, {"user_id": uid, "query": query})
+            unnamed = rows[0]["unnamed"]
+        texts = [query] + ([] if ctx is None else [ctx]) + ([] if unnamed is None else [unnamed])
+        vectors = yield Blocking(self._query_vectors, (texts,))
+        vector = [
+            vectors[0] if unnamed is None else blend(vectors[0], vectors[-1], rank.unnamed_query_weight)
+        ]
         params = {
             "where_filter": None if wf is None else json.dumps(wf),
             "context_embedding": None if ctx is None else vector_literal(vectors[1]),

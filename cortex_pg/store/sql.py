@@ -195,6 +195,9 @@ WHERE user_id = :u AND (CAST(:s AS text) IS NULL OR session_id = :s)
 ORDER BY id FOR UPDATE
 """
 
+# the query without the names of the tenant's speakers it names (NULL: it names none; see
+# Ranking.unnamed_query_weight)
+QUERY_WITHOUT_SPEAKERS = "SELECT cortex.query_without_speakers(:user_id, :query) AS unnamed"
 # one call of cortex.search_notes, its date window given as {date_from} / {date_to}
 _SEARCH_CALL = """cortex.search_notes(
         p_user_id => :user_id,
