@@ -297,30 +297,26 @@ def short_text(value: object, field: str) -> str | None:
     return value
 
 
-def note_context(value: object, field: str = "context") -> str | None:
-    """A note's context: None, or text as :func:`short_text` checks it of at most
-    :data:`MAX_CONTEXT_LENGTH` characters.
+def bounded_text(value: object, field: str, most: int) -> str | None:
+    """None, or text as :func:`short_text` checks it of at most ``most`` characters.
 
     Raises:
         ValidationError: not a string, NUL bytes, not valid Unicode, or too long.
     """
     text = short_text(value, field)
-    if text is not None and len(text) > MAX_CONTEXT_LENGTH:
-        raise ValidationError(field, f"longer than {MAX_CONTEXT_LENGTH:,} characters ({len(text):,})")
+    if text is not None and len(text) > most:
+        raise ValidationError(field, f"longer than {most:,} characters ({len(text):,})")
     return text
+
+
+def note_context(value: object, field: str = "context") -> str | None:
+    """A note's context: :func:`bounded_text` of at most :data:`MAX_CONTEXT_LENGTH` characters."""
+    return bounded_text(value, field, MAX_CONTEXT_LENGTH)
 
 
 def link_reason(value: object, field: str = "reason") -> str | None:
-    """A link's reason: None, or text as :func:`short_text` checks it of at most
-    :data:`MAX_LINK_REASON_LENGTH` characters.
-
-    Raises:
-        ValidationError: not a string, NUL bytes, not valid Unicode, or too long.
-    """
-    text = short_text(value, field)
-    if text is not None and len(text) > MAX_LINK_REASON_LENGTH:
-        raise ValidationError(field, f"longer than {MAX_LINK_REASON_LENGTH:,} characters ({len(text):,})")
-    return text
+    """A link's reason: :func:`bounded_text` of at most :data:`MAX_LINK_REASON_LENGTH` characters."""
+    return bounded_text(value, field, MAX_LINK_REASON_LENGTH)
 
 
 def memory_type(value: object, field: str = "memory_type") -> str:
