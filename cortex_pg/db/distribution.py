@@ -89,6 +89,7 @@ TENANT_FUNCTIONS: dict[str, str] = {
     "assert_relationship": "p_user_id",
     "forget_note_entities": "p_user_id",
     "touch_notes": "p_user_id",
+    "query_without_speakers": "p_user_id",  # reads the user's speaker_counts
 }
 
 #: Settings every node needs before tables with triggers are distributed: the note triggers
