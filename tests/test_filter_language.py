@@ -748,6 +748,7 @@ def test_one_clause_that_fits_compiles(store, flt):
         ({"importance": {"$gt": 0.5, "$gte": 0.9, "$lt": 0.8}}, "is empty"),
         ({"access_count": {"$gt": 1, "$lt": 2}}, "access_count holds whole numbers"),
         ({"access_count": {"$gt": 2147483647}}, "access_count holds whole numbers"),
+        ({"access_count": {"$gt": 2, "$lt": 4, "$ne": 3}}, "no value meets"),  # 3 alone, excluded
     ],
 )
 def test_one_clause_that_cannot_match_is_still_refused(store, flt, fragment):

@@ -19,8 +19,9 @@
 --    filter_conjunction_problem_v9, so the errors and their messages are unchanged. Compiling
 --    {"category": "work", "importance": {"$gte": 0.5}} took 0.39 ms under version 9 and
 --    0.25 ms under version 10, {"importance": {"$gte": 0.5}} 0.29 and 0.15 ms (500 compiles
---    each, one server). A differential run over 19,000 random filters of importance,
---    access_count and category found no other difference in error or compiled text.
+--    each, one server). Every single clause of importance or access_count built from the
+--    operators above and values at and around the domain's edges and the fast path's limits
+--    (139,654 clauses) gives the same error or compiled text as version 9.
 --
 -- The compiled text of every filter that compiled before is unchanged.
 
@@ -51,8 +52,10 @@ END $$;
 -- and $gte and one of $lt and $lte, not both $eq and $in, every value a number; for importance
 -- every bound and at least one allowed value between 0.000001 and 0.999999 (so no rounding to
 -- the column's real reaches 0 or 1); for access_count every bound of magnitude below 2e9 and,
--- with both, the upper at least 2 above the lower (so its whole-number bounds still hold a
--- value). False means only "not plainly": the full check decides.
+-- with both, the upper at least 3 above the lower: its whole-number bounds then hold two values
+-- or more, so version 9 neither finds them empty nor reads them as one value that $ne or $nin
+-- could exclude ({"$gt": 2, "$lt": 4} holds 3 alone, and with {"$ne": 3} nothing). False means
+-- only "not plainly": the full check decides.
 CREATE FUNCTION cortex.filter_clause_plainly_fits(p_field text, p_ops jsonb) RETURNS boolean
 LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
@@ -80,7 +83,7 @@ BEGIN
                            WHERE (p #>> '{}')::numeric BETWEEN 0.000001 AND 0.999999));
     END IF;
     RETURN coalesce(abs(v_lo) < 2e9, true) AND coalesce(abs(v_hi) < 2e9, true)
-       AND coalesce(v_hi - v_lo >= 2, true);
+       AND coalesce(v_hi - v_lo >= 3, true);
 END $$;
 
 -- Version 9's check (filter_conjunction_problem_v9), answered at once for one clause that
