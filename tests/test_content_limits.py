@@ -192,3 +192,25 @@ def test_a_notes_short_fields_have_limits_that_name_the_field(store):
         store.update(nid, user_id="lim", links={other: {"reason": "r" * 10_001}})
     assert info.value.field == f"links[{other!r}].reason"
     assert store.count(user_id="lim") == 2 and store.get(nid, user_id="lim").memory_type == "m" * 255
+
+
+def test_blank_tags_and_memory_types_by_the_invisible_rule(store):
+    nid = store.add("tagged", user_id="u", tags=["\u2800", "ok", "\u200b", " \u3164 "], keywords=["\u0301"])
+    note = store.get(nid, user_id="u")
+    assert (note.tags, note.keywords) == (["ok"], [])
+    for bad in ("\u3164", "\u200b", "\u0301", "\ud800"):
+        with pytest.raises(ValidationError) as err:
+            store.add("typed", user_id="u", memory_type=bad)
+        assert err.value.field == "memory_type"
+        with pytest.raises(ValidationError) as err:
+            store.update(nid, user_id="u", memory_type=bad)
+        assert err.value.field == "memory_type"
+
+
+@pytest.mark.parametrize("bulk", [False, True])
+def test_an_importance_a_real_cannot_hold_is_named(store, bulk):
+    with pytest.raises(ValidationError) as err:
+        store.add_many([{"content": "tiny", "importance": 1e-50}], user_id="u", bulk=bulk)
+    assert err.value.field == "items[0].importance" and "too small for a real" in err.value.reason
+    nid = store.add("small but a real", user_id="u", importance=1e-45)
+    assert store.get(nid, user_id="u").importance > 0

@@ -413,6 +413,8 @@ def test_an_item_field_compared_with_a_value_that_is_not_a_string_is_refused(sto
         ),
         (ltm, {"$not": {"agent_id": {"$ne": 1.5}}}, "filters.$not.agent_id.$ne"),
         (stm, {"user_id": 5}, "filters.user_id"),
+        (stm, {"metadata.agent_id": 5}, "filters.metadata.agent_id"),
+        (ltm, {"agent_id": {"$contains": 7}}, "filters.agent_id.$contains"),
     ):
         with pytest.raises(ValidationError) as err:
             memory.retrieve(filters=flt)

@@ -212,3 +212,18 @@ def test_blend_is_the_normalised_weighted_sum() -> None:
     assert blend([1.0, 0.0], [0.0, 1.0], 0.5) == pytest.approx([2**-0.5, 2**-0.5])
     assert blend([1.0, 0.0], [0.0, 1.0], 0.0) == pytest.approx([1.0, 0.0])
     assert blend([1.0, 0.0], [-1.0, 0.0], 0.5) == [1.0, 0.0]  # a zero sum: the query as written
+
+
+def test_calute_long_term_search_embeds_the_query_without_the_names_too(store, monkeypatch) -> None:  # noqa: ANN001
+    from cortex_pg.compat.calute import LongTermMemory
+
+    ltm = LongTermMemory(store=store, user_id="u")
+    ltm.save("We camped by the lake once, it rained.", {"speaker": "Melanie"})
+    embedded: list[str] = []
+    inner = store.embedder.embed
+    monkeypatch.setattr(store.embedder, "embed", lambda texts: embedded.extend(texts) or inner(texts))
+    ltm.search("Where did Melanie camp last summer?")
+    assert "Where did camp last summer?" in embedded
+    embedded.clear()
+    ltm.search("Where did anybody camp?")  # names no speaker: one text
+    assert embedded == ["Where did anybody camp?"]

@@ -5,6 +5,7 @@ command run after a crash says the STM loss once."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -59,6 +60,25 @@ def test_a_notes_short_fields_past_their_limits_are_422_naming_them(client, alic
         assert r.status_code == 422 and r.json()["error"]["field"] == field, r.text
     r = client.patch(f"/notes/{nid}", json={"links": {other: {"reason": "r" * 10_001}}}, headers=alice)
     assert r.status_code == 422 and r.json()["error"]["field"] == f"links[{other!r}].reason", r.text
+
+
+def test_text_no_field_can_hold_is_422_naming_it_never_500(client, alice):  # noqa: F811
+    """A lone surrogate (JSON "\\ud800"), text with no visible character and an importance a real
+    cannot hold are refused as the field's errors, on create and update."""
+    sent = {**alice, "content-type": "application/json"}  # bodies as JSON text (ASCII escapes)
+    nid = client.post("/notes", json={"content": "Alice's note"}, headers=alice).json()["id"]
+    for body, field in [
+        ({"memory_type": "\ud800"}, "memory_type"),
+        ({"memory_type": "\u3164"}, "memory_type"),
+        ({"importance": 1e-50}, "importance"),
+    ]:
+        r = client.post("/notes", content=json.dumps({"content": "Alice again", **body}), headers=sent)
+        assert r.status_code == 422 and r.json()["error"]["field"] == field, r.text
+        r = client.patch(f"/notes/{nid}", content=json.dumps(body), headers=sent)
+        assert r.status_code == 422 and r.json()["error"]["field"] == field, r.text
+    r = client.post("/search", content=json.dumps({"query": "x", "ranking": {"\ud800": 1}}), headers=sent)
+    assert r.status_code == 422 and r.json()["error"]["field"] == "ranking", r.text
+    assert '"\\ud800"' in r.json()["error"]["message"]
 
 
 def test_an_integer_parameter_is_decimal_digits(client, alice):  # noqa: F811

@@ -59,7 +59,7 @@ ITEM_FIELDS = {"$fields": "item"}
 #: refuses any other value), so a filter value of another type never matches one
 ITEM_TEXT_KEYS = ("agent_id", "task_id", "conversation_id")
 #: the operators whose values a field's value is compared with
-_COMPARISONS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin")
+_COMPARISONS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$contains")
 
 
 def clean_filters(filters: object, field: str = "filters") -> dict[str, Any] | None:
@@ -118,8 +118,9 @@ def item_filter(
 
 
 def _check_item_text_values(flt: Mapping[str, Any], path: str) -> None:
-    """Refuse a value of ``agent_id``, ``task_id`` or ``conversation_id`` that is not a string
-    (or null), at any level of ``flt`` (``$and``, ``$or``, ``$not``): those fields hold strings,
+    """Refuse a value of ``agent_id``, ``task_id`` or ``conversation_id`` (or
+    ``metadata.agent_id``, ...) that is not a string (or null), in any comparison or
+    ``$contains``, at any level of ``flt`` (``$and``, ``$or``, ``$not``): those fields hold strings,
     so ``{"agent_id": 5}`` could only match nothing (the SQL compiler reads them as metadata
     keys, which may hold any JSON value, and cannot tell).
 
@@ -134,7 +135,7 @@ def _check_item_text_values(flt: Mapping[str, Any], path: str) -> None:
                     _check_item_text_values(sub, f"{path}.{key}[{i}]")
         elif key == "$not" and isinstance(value, Mapping):
             _check_item_text_values(value, f"{path}.$not")
-        elif key in ITEM_TEXT_KEYS:
+        elif key in ITEM_TEXT_KEYS or key.removeprefix("metadata.") in ITEM_TEXT_KEYS:
             ops = value if isinstance(value, Mapping) else {None: value}
             for op, operand in ops.items():
                 if op is not None and op not in _COMPARISONS:

@@ -133,6 +133,12 @@ class Ranking:
         known = {f.name for f in fields(cls)}
         for key in value:
             if key not in known:
+                if not isinstance(key, str) or not key.isprintable():
+                    # a key that cannot stand in a field name (not text, a lone surrogate, a
+                    # control character): named by its JSON form
+                    raise ValidationError(
+                        field, f"unknown key {json.dumps(str(key))}; known keys: {', '.join(sorted(known))}"
+                    )
                 raise ValidationError(f"{field}.{key}", f"unknown; known keys: {', '.join(sorted(known))}")
         return replace(cls(), **value)
 

@@ -83,16 +83,22 @@ class NoteSearch:
 
         return self.query_cache.get_many(self.embedder.name, texts, embed)
 
-    def embed_query(self, query: str) -> list[float]:
+    def embed_query(self, query: str, *, unnamed: str | None = None) -> list[float]:
         """The embedding of ``query`` as :meth:`search` uses it: from the query cache, or
-        embedded and checked like every stored vector.
+        embedded and checked like every stored vector. With ``unnamed`` (the query without the
+        speakers it names: ``cortex.query_without_speakers``, which the caller reads in its
+        tenant's transaction), the blend of both by the default
+        :attr:`~cortex_pg.store.ranking.Ranking.unnamed_query_weight`, as :meth:`search` searches.
 
         Raises:
             EmbeddingModelError: the embedder returned a vector without a direction (see
                 :func:`cortex_pg.store.writing.check_vectors`).
             EmbeddingDimensionError: a vector of another size than the model's.
         """
-        return self._query_vectors([query])[0]
+        if unnamed is None:
+            return self._query_vectors([query])[0]
+        plain, without = self._query_vectors([query, unnamed])
+        return blend(plain, without, Ranking().unnamed_query_weight)
 
     @retry_transient
     @tenant_scoped

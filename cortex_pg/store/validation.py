@@ -32,6 +32,7 @@ import hashlib
 import inspect
 import json
 import math
+import struct
 import unicodedata
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -170,7 +171,8 @@ def context_or_none(value: object, field: str = "context") -> str | None:
 
 
 def string_list(value: object, field: str) -> list[str]:
-    """Keywords or tags: the strings stripped, blanks and repeats dropped, order kept; None -> ``[]``.
+    """Keywords or tags: the strings stripped, blanks (no visible character, by the rule of
+    :func:`invisible`) and repeats dropped, order kept; None -> ``[]``.
 
     Raises:
         ValidationError: not a list (field ``field``) or more than :data:`MAX_LIST_ITEMS`
@@ -193,6 +195,8 @@ def string_list(value: object, field: str) -> list[str]:
         if _has_control(item):
             raise ValidationError(f"{field}[{i}]", f"{item!r} contains NUL or control characters")
         _encodable(item, f"{field}[{i}]")
+        if invisible(item):
+            continue
         if len(item) > MAX_LIST_ITEM_LENGTH:
             raise ValidationError(
                 f"{field}[{i}]", f"longer than {MAX_LIST_ITEM_LENGTH} characters ({len(item)})"
@@ -251,11 +255,21 @@ def _json_default(obj: object) -> object:
 
 
 def importance(value: object, field: str = "importance") -> float:
+    """An importance: a number in [0, 1] that the column's ``real`` holds (a nonzero value that
+    rounds to 0 as a real, below about 7e-46, is refused, as PostgreSQL refuses it).
+
+    Raises:
+        ValidationError: not a number, NaN, outside [0, 1], or too small for a real.
+    """
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValidationError(field, f"must be a number in [0, 1], got {value!r}")
     f = float(value)
     if math.isnan(f) or not 0.0 <= f <= 1.0:
         raise ValidationError(field, f"must be in [0, 1], got {value!r}")
+    if f != 0 and struct.unpack("f", struct.pack("f", f))[0] == 0:
+        raise ValidationError(
+            field, f"{value!r} is too small for a real (a nonzero importance needs about 1.4e-45 or more)"
+        )
     return f
 
 
@@ -323,12 +337,16 @@ def memory_type(value: object, field: str = "memory_type") -> str:
     """A memory type (``note``, ...): stripped, 1..:data:`MAX_MEMORY_TYPE_LENGTH` characters.
 
     Raises:
-        ValidationError: not a string, blank, control characters, or too long.
+        ValidationError: not a string, blank (no visible character, by the rule of
+            :func:`invisible`), control characters, a lone surrogate, or too long.
     """
     if not isinstance(value, str) or not value.strip():
         raise ValidationError(field, "must be a non-empty string")
     if _has_control(value):
         raise ValidationError(field, "contains control characters")
+    _encodable(value, field)
+    if invisible(value):
+        raise ValidationError(field, "has no visible characters")
     value = value.strip()
     if len(value) > MAX_MEMORY_TYPE_LENGTH:
         raise ValidationError(field, f"longer than {MAX_MEMORY_TYPE_LENGTH} characters ({len(value)})")

@@ -215,7 +215,12 @@ class LongTermMemory(ShelfBacked):
                 filters, limit=lim, order="ltm_score", touch=True, retention_days=self.retention_days
             )
             return [item_from_note(n, self._blank_score(n)) for n in notes]
-        vector = self.store.embed_query(query)
+        with translate_db_errors(), self.store.engine.begin() as conn:
+            # the query without the speakers it names, blended in as MemoryStore.search does
+            unnamed = conn.execute(
+                text(store_sql.QUERY_WITHOUT_SPEAKERS), {"user_id": self.shelf.user_id, "query": query}
+            ).scalar_one()
+        vector = self.store.embed_query(query, unnamed=unnamed)
         params = {
             "user_id": self.shelf.user_id,
             "session_id": self.shelf.session_id,
