@@ -15,8 +15,10 @@
 -- appear in a row among the query's words (lower case, runs of characters that are not letters
 -- or digits as one space). Each occurrence leaves the text, matched without regard to case,
 -- with a possessive "'s" after it ("What does Melanie's son like?" -> "What does son like?"),
--- longer names first; runs of white space become one space, trimmed. NULL when the query names
--- none of the tenant's speakers, or when no letter or digit would be left ("Melanie?").
+-- longer names first, but not before an apostrophe and another letter ("Why don't you ...?"
+-- keeps "don't" for a speaker Don); runs of white space become one space, trimmed. NULL when
+-- the query names none of the tenant's speakers, when no occurrence leaves it, or when no
+-- letter or digit would be left ("Melanie?").
 
 CREATE OR REPLACE FUNCTION cortex.query_without_speakers(p_user_id text, p_query text) RETURNS text
 LANGUAGE plpgsql STABLE AS $$
@@ -32,10 +34,12 @@ BEGIN
         v_named := true;
         -- (the words hold letters, digits and single spaces only: nothing a pattern reads as
         -- an operator)
+        -- (not before an apostrophe and a letter other than a possessive s: "don't" is not
+        -- Don, "can't" not Can)
         v_out := regexp_replace(v_out, '(^|[^[:alnum:]])' || replace(w, ' ', '[^[:alnum:]]+')
-                                       || '([''’]s)?(?=[^[:alnum:]]|$)', '\1', 'gi');
+                                       || '([''’]s)?(?=[^[:alnum:]''’]|[''’][^[:alnum:]]|[''’]$|$)', '\1', 'gi');
     END LOOP;
-    IF NOT v_named THEN
+    IF NOT v_named OR v_out = p_query THEN
         RETURN NULL;
     END IF;
     v_out := btrim(regexp_replace(v_out, '\s+', ' ', 'g'));
