@@ -9,6 +9,7 @@ from sqlalchemy import text
 
 from cortex_pg import NotFoundError, ValidationError
 from cortex_pg.evolution import get_links, merge_notes
+from cortex_pg.store import validation
 
 
 def _link(store, s, t, w, kind="related"):
@@ -178,3 +179,75 @@ def test_the_text_of_a_merged_note_added_again_is_the_note_it_was_merged_into(st
     merge_notes(store, a, c, user_id="d")  # b -> a -> c: the chain is followed
     assert store.add("Caroline has a cat called Luna", user_id="d", session_id="s") == c
     assert store.add("Caroline has a cat called Luna", user_id="d", session_id="other") not in (a, b, c)
+
+
+def test_a_merge_unions_tags_and_keywords_up_to_the_stores_limit(store):
+    """700 + 700 tags: the target's, then the source's in order, up to 1,000; the ones left
+    out stay on the source (kept for history) and are named in the target's history entry."""
+    most = validation.MAX_LIST_ITEMS
+    target = store.add(
+        "the target note",
+        user_id="m",
+        tags=[f"t{i}" for i in range(700)],
+        keywords=[f"k{i}" for i in range(700)],
+    )
+    source = store.add(
+        "the source note",
+        user_id="m",
+        tags=["t0", *(f"s{i}" for i in range(700))],
+        keywords=[f"j{i}" for i in range(700)],
+    )
+    merge_notes(store, source, target, user_id="m")
+    t = store.get(target, user_id="m")
+    assert t.tags == [f"t{i}" for i in range(700)] + [f"s{i}" for i in range(most - 700)]
+    assert t.keywords == [f"k{i}" for i in range(700)] + [f"j{i}" for i in range(most - 700)]
+    entry = t.evolution_history[-1]
+    assert entry["tags_left_out"] == [f"s{i}" for i in range(most - 700, 700)]
+    assert entry["keywords_left_out"] == [f"j{i}" for i in range(most - 700, 700)]
+    s = store.get(source, user_id="m")
+    assert s.merged_into == target and len(s.tags) == 701 and len(s.keywords) == 700
+    store.update(target, user_id="m", tags=t.tags, keywords=t.keywords)  # still within the limits
+
+
+def test_a_merge_whose_text_or_metadata_would_pass_the_limit_is_refused(store):
+    """Appending would make a note longer than the store takes (or its metadata larger): the
+    merge is refused before anything is written, and both notes stay as they were."""
+    half = validation.MAX_CONTENT_LENGTH // 2 + 10
+    a = store.add("alpha " * (half // 6), user_id="m")
+    b = store.add("bravo " * (half // 6), user_id="m")
+    before = {n: store.get(n, user_id="m") for n in (a, b)}
+    with pytest.raises(ValidationError) as err:
+        merge_notes(store, a, b, user_id="m")
+    assert err.value.field == "merge" and "500,000" in str(err.value)
+    for n, note in before.items():
+        now = store.get(n, user_id="m")
+        assert (now.content, now.merged_into, now.evolution_history) == (note.content, None, [])
+    merge_notes(store, a, b, user_id="m", strategy="replace")  # no longer: the source's text
+    assert store.get(b, user_id="m").content == before[a].content
+
+    big = {f"k{i}": "x" * 1000 for i in range(60)}
+    c = store.add("charlie", user_id="m", metadata=big)
+    d = store.add("delta", user_id="m", metadata={f"o{i}": "y" * 1000 for i in range(60)})
+    with pytest.raises(ValidationError) as err:
+        merge_notes(store, c, d, user_id="m")
+    assert err.value.field == "merge" and "metadata" in str(err.value)
+    assert store.get(c, user_id="m").merged_into is None
+    assert store.get(d, user_id="m").metadata == {f"o{i}": "y" * 1000 for i in range(60)}
+
+
+def test_an_evolution_merge_refused_for_length_completes_its_job(store, caplog):
+    """The offline heuristic merges a near duplicate; when the merged text would be too long
+    the job still ends done, the refusal in its result and the log, both notes kept whole."""
+    from cortex_pg.evolution import Worker, heuristic_decider
+
+    text_ = "Caroline went to the support group meeting on Tuesday evening. " * 4200  # 264,600
+    old = store.add(text_, user_id="h")
+    new = store.add(text_ + " Again.", user_id="h", enqueue_evolution=True)
+    with caplog.at_level("INFO", logger="cortex_pg.evolution"):
+        Worker(store, decider=heuristic_decider(), listen=False).process_available()
+    with store.engine.connect() as conn:
+        status, result = conn.execute(text("SELECT status, result FROM cortex.evolution_jobs")).one()
+    assert status == "done" and result["merged_into"] is None
+    assert "500,000" in result["merge_refused"] and "500,000" in caplog.text
+    assert store.get(new, user_id="h").merged_into is None
+    assert store.get(old, user_id="h").content == text_

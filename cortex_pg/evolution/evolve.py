@@ -13,6 +13,7 @@ then merge (the new note into one neighbour; its fresh links move to the target)
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -33,6 +34,8 @@ from cortex_pg.evolution.decide import (
 from cortex_pg.evolution.merge import merge_in
 from cortex_pg.store import links as note_links
 from cortex_pg.store import sql as store_sql
+
+log = logging.getLogger(__name__)
 
 DEFAULT_K = 4
 #: Notes beyond the k nearest that share a specific entity with the note, shown as well.
@@ -266,6 +269,7 @@ def apply_decision(
                 )
             except CortexPGError as exc:  # refused before any write (e.g. target merged meanwhile)
                 out["merge_refused"] = str(exc)
+                log.info("evolution of note %s: merge into %s refused: %s", note.id, target.id, exc)
                 continue
             out["merged_into"] = str(target.id)
             out["links_moved"] = merged["links_moved"]

@@ -6,7 +6,10 @@ the original loses data):
 * content: ``augment`` and ``combine`` -> ``target + "\\n\\n\\n" + source`` (the target's
   text as it was when one of its parts is the source's text already); ``replace`` -> the
   source's text. The target is re-embedded when its text changes.
-* keywords and tags: union, target's order first; created_at: the later wins;
+* keywords and tags: union, target's order first, up to the store's 1,000 of each
+  (:data:`~cortex_pg.store.validation.MAX_LIST_ITEMS`): the source's that do not fit stay on the
+  source's row and are named in the target's ``evolution_history`` entry (``tags_left_out``,
+  ``keywords_left_out``); created_at: the later wins;
   importance and access_count: the larger wins; metadata: the source's keys under the
   target's; context: the source's unless blank or ``General``/``Uncategorized``;
   category: stays a dot path — the target's, else the source's (the original wrote ``a/b``).
@@ -17,6 +20,13 @@ the original loses data):
   both get an ``evolution_history`` entry; the trigger writes ``note_history`` rows labelled
   ``merge`` (``SET LOCAL cortex.change_reason``).
 * never into itself, never across users or sessions, never from or into a merged note.
+* never past the store's limits: a merge whose text would be longer than 500,000 characters
+  (:data:`~cortex_pg.store.validation.MAX_CONTENT_LENGTH`; ``augment``/``combine`` of two long
+  notes) or whose metadata would be more than 100,000 characters of JSON
+  (:data:`~cortex_pg.store.validation.MAX_METADATA_LENGTH`) is refused like the cases above
+  (:class:`~cortex_pg.errors.ValidationError`, field ``merge``, before anything is written):
+  both notes stay as they were. An evolution job records the refusal in its result
+  (``merge_refused``), logs it and completes.
 """
 
 from __future__ import annotations
@@ -115,8 +125,11 @@ SELECT (SELECT count(*) FROM moved) AS moved, (SELECT count(*) FROM written) AS 
 """
 
 
-def _union(first: list[str], second: list[str]) -> list[str]:
-    return list(dict.fromkeys([*first, *second]))
+def _union(first: list[str], second: list[str]) -> tuple[list[str], list[str]]:
+    """``first`` then the items of ``second`` it lacks, in order, up to
+    :data:`~cortex_pg.store.validation.MAX_LIST_ITEMS`; and the items of ``second`` left out."""
+    items = list(dict.fromkeys([*first, *second]))
+    return items[: validation.MAX_LIST_ITEMS], items[validation.MAX_LIST_ITEMS :]
 
 
 def merge_in(
@@ -146,8 +159,9 @@ def merge_in(
         ``{"source", "target", "strategy", "links_moved", "links_written"}``.
 
     Raises:
-        ValidationError: same note, unknown strategy, different sessions, or either note
-            already merged.
+        ValidationError: same note, unknown strategy, different sessions, either note
+            already merged, or the merged text or metadata would be longer than the store
+            takes (field ``merge``; nothing is written).
         NotFoundError: either note is not a note of ``user_id``.
     """
     if strategy not in STRATEGIES:
@@ -188,9 +202,30 @@ def merge_in(
     else:
         content = dst["content"] + SEPARATOR + src["content"]
         target_entry = {"type": "merge_augment", "augmented_with": str(source_id)}
+    kept = f"notes {source_id} and {target_id} are left as they were"
+    if len(content) > validation.MAX_CONTENT_LENGTH:
+        raise ValidationError(
+            "merge",
+            f"the merged text would be {len(content):,} characters, more than the "
+            f"{validation.MAX_CONTENT_LENGTH:,} a note holds; {kept}",
+        )
+    meta = {**(src["metadata"] or {}), **(dst["metadata"] or {})}
+    meta_length = len(json.dumps(meta, ensure_ascii=False))  # (measured as validation.metadata does)
+    if meta_length > validation.MAX_METADATA_LENGTH:
+        raise ValidationError(
+            "merge",
+            f"the merged metadata would be {meta_length:,} characters of JSON, more than the "
+            f"{validation.MAX_METADATA_LENGTH:,} a note holds; {kept}",
+        )
+    keywords, keywords_left_out = _union(list(dst["keywords"]), list(src["keywords"]))
+    tags, tags_left_out = _union(list(dst["tags"]), list(src["tags"]))
     target_entry.update(
         timestamp=now, strategy=strategy, previous_content=dst["content"], reasoning=reasoning
     )
+    if tags_left_out:
+        target_entry["tags_left_out"] = tags_left_out
+    if keywords_left_out:
+        target_entry["keywords_left_out"] = keywords_left_out
     source_entry = {"type": "merged_into", "timestamp": now, "target": str(target_id), "reasoning": reasoning}
     context = src["context"] if (src["context"] or "").strip().lower() not in _VAGUE_CONTEXTS else None
     values = {
@@ -198,11 +233,11 @@ def merge_in(
         "source": source_id,
         "target": target_id,
         "content": content,
-        "keywords": _union(list(dst["keywords"]), list(src["keywords"])),
-        "tags": _union(list(dst["tags"]), list(src["tags"])),
+        "keywords": keywords,
+        "tags": tags,
         "context": context or dst["context"],
         "category": dst["category"] or src["category"],
-        "metadata": json.dumps({**(src["metadata"] or {}), **(dst["metadata"] or {})}),
+        "metadata": json.dumps(meta),
         "importance": max(float(src["importance"]), float(dst["importance"])),
         "created_at": max(src["created_at"], dst["created_at"]),
         "access_count": max(int(src["access_count"]), int(dst["access_count"])),
