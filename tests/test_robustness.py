@@ -259,3 +259,24 @@ def test_a_bad_data_directory_names_path_or_home(tmp_path, monkeypatch):
     with pytest.raises(ValidationError) as err:
         MemoryStore.open(embedder="hashing")
     assert err.value.field == "home" and "is a file" in err.value.reason
+
+
+def test_cli_downgrade_with_standard_input_closed_is_the_usage_error_of_no_answer(db_url):
+    """``<&-`` (no standard input at all: ``input()`` raises RuntimeError, not EOFError) is
+    answered like ``</dev/null``: the error naming --yes, exit status 2, the schema kept."""
+    env = {**os.environ, "DATABASE_URL": db_url}
+    for redirect in ("</dev/null", "<&-"):
+        r = subprocess.run(
+            ["bash", "-c", f'"$0" -m cortex_pg db downgrade base {redirect}', sys.executable],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert r.returncode == 2, (redirect, r.stderr)
+        assert r.stderr.startswith("error: --yes: there is no terminal"), (redirect, r.stderr)
+        assert "Traceback" not in r.stderr
+    r = subprocess.run(
+        [sys.executable, "-m", "cortex_pg", "db", "current"], env=env, capture_output=True, text=True
+    )
+    assert r.returncode == 0 and "head" in r.stdout, r.stdout

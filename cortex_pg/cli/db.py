@@ -123,17 +123,22 @@ def register(app_: typer.Typer) -> None:
 
 def _confirmed(question: str) -> bool:
     """The answer to ``question`` (an answer piped to standard input counts); with no terminal
-    and no answer, a one-line error naming ``--yes`` and exit status 2 (``typer.Exit``)."""
+    and no answer (standard input at its end, ``</dev/null``, or closed, ``<&-``), a one-line
+    error naming ``--yes`` and exit status 2 (``typer.Exit``)."""
     try:
         return typer.confirm(question)
-    except typer.Abort:
+    except typer.Abort:  # (a RuntimeError: caught first)
         if sys.stdin is not None and sys.stdin.isatty():
             raise  # Ctrl-C or Ctrl-D at the terminal: aborted, as before
-        console.print()  # (ends the unanswered question's line)
-        err_console.print(
-            "[red]error:[/red] --yes: there is no terminal to ask on and standard input gave no "
-            "answer; pass --yes to downgrade without the question",
-            highlight=False,
-            soft_wrap=True,
-        )
-        raise typer.Exit(2) from None
+    except RuntimeError:
+        if sys.stdin is not None:
+            raise
+        # standard input closed: input() raises "lost sys.stdin" (not EOFError) after the question
+    console.print()  # (ends the unanswered question's line)
+    err_console.print(
+        "[red]error:[/red] --yes: there is no terminal to ask on and standard input gave no "
+        "answer; pass --yes to downgrade without the question",
+        highlight=False,
+        soft_wrap=True,
+    )
+    raise typer.Exit(2)
