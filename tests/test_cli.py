@@ -236,6 +236,23 @@ def test_cli_errors_name_the_flag_not_the_parameter(run):
     assert r.exit_code == 2 and "--format" in r.stderr
 
 
+def test_cli_item_errors_name_the_flag_and_the_item_typed(run):
+    """An item of --tags / --keywords is named by the flag and its place among the commas
+    (counted from 0, blanks too), as a count error names the flag."""
+    long = "k" * 256
+    r = run("add", "x", "--tags", f"a,{long}")
+    assert r.exit_code == 2 and r.stderr.startswith("error: --tags[1]: longer than 255"), r.stderr
+    r = run("add", "x", "--keywords", f"{long},b")
+    assert r.exit_code == 2 and r.stderr.startswith("error: --keywords[0]: longer than 255"), r.stderr
+    r = run("add", "x", "--tags", f"a,,{long}")  # the third item typed, after a blank one
+    assert r.exit_code == 2 and r.stderr.startswith("error: --tags[2]: "), r.stderr
+    r = run("add", "x", "--tags", ",".join(f"t{i}" for i in range(1001)))
+    assert r.exit_code == 2 and r.stderr.startswith("error: --tags: more than 1,000"), r.stderr
+    r = run("add", "x", "--tags", "a,,b, ,a", "--user", "items")  # blanks and repeats dropped
+    nid = r.stdout.strip()
+    assert r.exit_code == 0 and json.loads(run("get", nid, "--json").stdout)["tags"] == ["a", "b"]
+
+
 def test_search_table_labels_notes_in_both_tiers(run):
     run("add", "The boiler is serviced every October", "--user", "tiers")
     run("add", "Only in long-term memory: the attic key", "--user", "tiers", "--no-stm")

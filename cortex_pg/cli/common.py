@@ -71,14 +71,15 @@ def settings_of(ctx: typer.Context | None) -> Settings:
 
 
 def flag_message(exc: CortexPGError, flags: Mapping[str, str] | None = None) -> str:
-    """The error's message with a Python field name replaced by the CLI flag it came from."""
+    """The error's message with a Python field name replaced by the CLI flag it came from; what
+    follows the name is kept (``tags[1]`` -> ``--tags[1]``, ``metadata.x`` -> ``--metadata.x``)."""
     if not isinstance(exc, ValidationError):
         return str(exc)
     names = {**FLAGS, **(flags or {})}
     field = exc.field
-    head, dot, rest = field.partition(".")
-    if head in names:
-        field = names[head] + (dot + rest if rest else "")
+    cut = min((i for i in (field.find("."), field.find("[")) if i >= 0), default=len(field))
+    if field[:cut] in names:
+        field = names[field[:cut]] + field[cut:]
     return f"{field}: {exc.reason}"
 
 

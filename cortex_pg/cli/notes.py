@@ -24,7 +24,9 @@ def register(app: typer.Typer) -> None:
 
 
 def _list(value: str | None) -> list[str] | None:
-    return [v.strip() for v in value.split(",") if v.strip()] if value else None
+    """A comma-separated option as its items, blanks kept (the store drops them) so that an
+    item's error names its place as typed (``--tags[2]`` for ``a,,<bad>``)."""
+    return value.split(",") if value else None
 
 
 @handle_errors(flags={"to_stm": "--no-stm"})
