@@ -94,6 +94,11 @@ def test_an_integer_parameter_is_decimal_digits(client, alice):  # noqa: F811
     minus = client.get("/notes?offset=-1", headers=alice)  # read as -1: out of the route's range
     assert minus.status_code == 422 and minus.json()["error"]["field"] == "offset"
     assert "greater than or equal to 0" in minus.json()["error"]["message"]
+    for raw in ("-0", "-00"):  # zero with a minus sign is not how zero is written: refused, not read as 0
+        r = client.get(f"/notes?offset={raw}", headers=alice)
+        assert r.status_code == 422 and r.json()["error"]["field"] == "offset", r.text
+        assert "minus sign" in r.json()["error"]["reason"], r.text
+    assert client.get("/notes?offset=0", headers=alice).status_code == 200
     assert client.get("/notes?limit=1&offset=1", headers=alice).json()["offset"] == 1
     for body in ({"limit": 5.0}, {"limit": "5"}, {"link_depth": 1.0}):  # JSON bodies are strict
         r = client.post("/search", json={"query": "tea", **body}, headers=alice)

@@ -3,9 +3,10 @@ it) rather than ignored, so ``?limt=5`` is an error, not a silent default; so is
 given twice (``?limit=1&limit=2``), which would otherwise be read as one of its values; and so
 is a parameter or a path whose percent-encoded bytes are not UTF-8 (``?session_id=%FF``,
 ``/entities/%FF``), which would otherwise be read with U+FFFD in place of those bytes. An
-integer parameter is decimal digits, a minus sign allowed before them (its range is the
-route's): ``?limit=5_0``, ``?limit=%2B5``, ``?limit=5.0`` or ``?limit=%205`` is refused, not read
-as Python's ``int()`` or pydantic's lax parsing would read it."""
+integer parameter is decimal digits, optionally after a minus sign (so ``?offset=-1`` gets the
+route's range message), but not a minus before zero: ``?limit=5_0``, ``?limit=%2B5``,
+``?limit=5.0``, ``?limit=%205`` or ``?offset=-0`` is refused, not read as Python's ``int()`` or
+pydantic's lax parsing would read it."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ def no_unknown_query(request: Request) -> None:
 
     Raises:
         ValidationError: field = the unknown (or repeated) parameter's name, or an integer
-            parameter's whose value is not decimal digits (``-`` allowed first); or the parameter
+            parameter's whose value is not decimal digits (``-`` allowed first, not before a
+            zero value such as ``-0``); or the parameter
             (``query string`` when its name is the bad part), or the path parameter (else
             ``path``), whose bytes are not UTF-8.
     """
@@ -46,10 +48,14 @@ def no_unknown_query(request: Request) -> None:
     for name in _integer_names(dependant):
         value = request.query_params.get(name)
         if value is not None and not _DECIMAL.fullmatch(value):
-            raise ValidationError(name, f"must be an integer written in decimal digits, got {value!r}")
+            raise ValidationError(
+                name,
+                f"must be an integer written in decimal digits, optionally after a minus sign "
+                f"(not before zero), got {value!r}",
+            )
 
 
-_DECIMAL = re.compile(r"-?[0-9]+")
+_DECIMAL = re.compile(r"[0-9]+|-0*[1-9][0-9]*")  # (no minus before zero: -0 is not zero's spelling)
 
 
 def _query_names(dependant) -> list[str]:  # noqa: ANN001
