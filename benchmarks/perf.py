@@ -462,10 +462,15 @@ class Bench:
         with self.store.engine.connect() as conn:
             for q, found in enumerate(self._results["hybrid"]):
                 t = c.query_tenants[q]
-                if query_date_window(c.queries[q]) is not None:
-                    # a query naming its dates is ranked with them (README, "Named dates"); the
-                    # exact recomputation is of the formula without: compared with that search
-                    found = self._hybrid(t, q, ranking={"date_weight": 0})
+                named = conn.execute(
+                    text("SELECT cortex.query_without_speakers(:u, :q)"), {"u": t, "q": c.queries[q]}
+                ).scalar_one()
+                if query_date_window(c.queries[q]) is not None or named is not None:
+                    # a query naming its dates is ranked with them (README, "Named dates"), one
+                    # naming a speaker with the query without the name blended into its embedding
+                    # (step 0); the exact recomputation is of the formula without either:
+                    # compared with that search
+                    found = self._hybrid(t, q, ranking={"date_weight": 0, "unnamed_query_weight": 0})
                 if t not in indexes:
                     indexes[t] = load_tenant(conn, t, MODEL)
                 terms = query_terms(conn, without_temporal_keywords(c.queries[q]))
