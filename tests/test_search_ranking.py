@@ -378,6 +378,11 @@ def test_a_short_term_note_of_the_same_instant_does_not_block_the_answer(store) 
         ({"expansion": 10**400}, "ranking.expansion"),
         ({"length_prior": 1e-320}, "ranking.length_prior"),  # d0 under one lexeme
         ({"length_prior": 0.5}, "ranking.length_prior"),
+        ({"bogus": 1}, "ranking.bogus"),
+        # keys that cannot name a field: under "ranking", named by their JSON form in the reason
+        ({"": 1}, "ranking"),
+        ({"\ud800": 1}, "ranking"),
+        ({"a\nb": 1}, "ranking"),
     ],
 )
 def test_extreme_numbers_are_refused_by_name(ranking, field) -> None:  # noqa: ANN001

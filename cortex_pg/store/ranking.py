@@ -133,9 +133,9 @@ class Ranking:
         known = {f.name for f in fields(cls)}
         for key in value:
             if key not in known:
-                if not isinstance(key, str) or not key.isprintable():
-                    # a key that cannot stand in a field name (not text, a lone surrogate, a
-                    # control character): named by its JSON form
+                if not isinstance(key, str) or not key or not key.isprintable():
+                    # a key that cannot stand in a field name (not text, empty, a lone
+                    # surrogate, a control character): named by its JSON form
                     raise ValidationError(
                         field, f"unknown key {json.dumps(str(key))}; known keys: {', '.join(sorted(known))}"
                     )
