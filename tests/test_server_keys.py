@@ -45,7 +45,14 @@ def test_unknown_malformed_and_revoked_keys_resolve_to_nobody(owner_engine):  # 
 
 
 def test_bad_arguments_name_their_field(owner_engine):  # noqa: F811
-    for user, name, field in (("", None, "user_id"), ("a\x00b", None, "user_id"), ("alice", " ", "name")):
+    for user, name, field in (
+        ("", None, "user_id"),
+        ("a\x00b", None, "user_id"),
+        ("alice", " ", "name"),
+        ("alice", "\u3164", "name"),  # a Hangul filler: nothing visible
+        ("alice", "\u200b ", "name"),
+        ("alice", "ci\ud800", "name"),  # a lone surrogate
+    ):
         with pytest.raises(ValidationError) as err:
             keys.create_key(owner_engine, user, name=name)
         assert err.value.field == field

@@ -150,8 +150,10 @@ def user_for_key(engine: Engine, key: str) -> str | None:
 def _name(name: str | None) -> str | None:
     if name is None:
         return None
-    if not isinstance(name, str) or not name.strip():
+    if not isinstance(name, str) or validation.invisible(name):
+        # (no visible character, by the store's rule: whitespace, zero-width, Hangul fillers, ...)
         raise ValidationError("name", "must be a non-blank string")
+    validation.short_text(name, "name")  # (NUL, a lone surrogate)
     if len(name) > MAX_NAME_LENGTH or any(ord(c) < 32 or ord(c) == 127 for c in name):
         raise ValidationError("name", f"at most {MAX_NAME_LENGTH} characters, no control characters")
     return name.strip()
